@@ -1,0 +1,43 @@
+# prexid — every target creates .venv and installs what it needs, so each works on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: help venv demo test unit lint typecheck kafka-start kafka-stop clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,plot]'
+	rm -f $(VENV)/.installed-*; touch $@
+
+venv: $(STAMP) ## create .venv with prexid and its dev tools
+
+demo: $(STAMP) ## run the embedded demo cluster (no Kafka needed); serves http://127.0.0.1:8000
+	$(BIN)/prexid demo --duration $${DURATION:-60}
+
+lint: $(STAMP) ## ruff (including the detectors/ purity rule)
+	$(BIN)/ruff check service detectors tests
+	$(BIN)/ruff format --check service detectors tests
+
+typecheck: $(STAMP) ## mypy --strict on service/ and detectors/
+	$(BIN)/mypy
+
+unit: $(STAMP) ## unit tests only (no external services)
+	$(BIN)/pytest -m "not integration"
+
+test: lint typecheck ## the whole suite: lint, types, unit and real-broker integration tests
+	$(BIN)/pytest
+
+kafka-start: ## start the local single-node Kafka broker (KRaft) on 127.0.0.1:19092
+	deploy/kafka/kafka.sh start
+
+kafka-stop: ## stop it
+	deploy/kafka/kafka.sh stop
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

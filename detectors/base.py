@@ -1,0 +1,114 @@
+"""The contract every detector keeps, and the array state they share.
+
+A detector holds one slot per series id in flat numpy arrays grown by doubling, and turns a batch of
+samples into per-sample tail probabilities: p = 1 means "nothing unusual", small p is evidence. Fusion
+only ever sees these probabilities, so detectors with different raw scales are compared like with like.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+Ids = NDArray[np.int64]
+Floats = NDArray[np.float64]
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """Online detector over many series at once."""
+
+    name: str
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        """Fold one batch into the state; return each sample's tail probability in (0, 1]."""
+        ...
+
+    def baseline(self, ids: Ids) -> Floats:
+        """What each series is expected to read now (NaN where unknown), for alert explanations."""
+        ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+class SeriesState:
+    """Named per-series float64 arrays indexed by series id, grown by doubling, saved as one npz blob."""
+
+    def __init__(self, fields: dict[str, float], capacity: int = 1024) -> None:
+        self._defaults = dict(fields)
+        self.arrays: dict[str, Floats] = {
+            k: np.full(capacity, v, dtype=np.float64) for k, v in fields.items()
+        }
+
+    @property
+    def capacity(self) -> int:
+        return len(next(iter(self.arrays.values())))
+
+    def ensure(self, max_id: int) -> None:
+        """Grow every array so that `max_id` is a valid index; new slots take the field default."""
+        cap = self.capacity
+        if max_id < cap:
+            return
+        new_cap = max(cap * 2, max_id + 1)
+        for k, arr in self.arrays.items():
+            grown = np.full(new_cap, self._defaults[k], dtype=np.float64)
+            grown[:cap] = arr
+            self.arrays[k] = grown
+
+    def __getitem__(self, key: str) -> Floats:
+        return self.arrays[key]
+
+    def nbytes_per_series(self) -> int:
+        return 8 * len(self.arrays)
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez(buf, allow_pickle=False, **self.arrays)
+        return buf.getvalue()
+
+    def load_bytes(self, data: bytes) -> None:
+        with np.load(io.BytesIO(data)) as blob:
+            missing = set(self._defaults) - set(blob.files)
+            if missing:
+                raise ValueError(f"snapshot lacks fields {sorted(missing)}")
+            self.arrays = {k: np.array(blob[k], dtype=np.float64) for k in self._defaults}
+
+
+def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp]]:
+    """Split a batch into rounds in which every series appears once, oldest sample first.
+
+    Fancy-index assignment keeps only one write per index, so a batch carrying two samples of the same
+    series must be applied in rounds. A scrape batch has one sample per series: one round, no copy.
+    """
+    if len(ids) == 0:
+        return
+    if len(np.unique(ids)) == len(ids):
+        yield np.argsort(ts, kind="stable")
+        return
+    order = np.lexsort((ts, ids))
+    sorted_ids = ids[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_ids)) + 1]
+    rank = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
+    for r in range(int(rank.max()) + 1):
+        yield order[rank == r]
+
+
+def pack_blobs(*blobs: bytes) -> bytes:
+    """Length-prefixed concatenation, so composite detectors snapshot their parts unambiguously."""
+    return b"".join(len(b).to_bytes(8, "little") + b for b in blobs)
+
+
+def unpack_blobs(data: bytes) -> list[bytes]:
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos : pos + 8], "little")
+        out.append(data[pos + 8 : pos + 8 + size])
+        pos += 8 + size
+    return out

@@ -1,0 +1,60 @@
+"""Throughput counters judged by their rate: bytes, CPU seconds and queue-time totals.
+
+A monotonic counter's level means nothing; its per-second rate is a gauge, judged by the robust
+detector. Resets follow Prometheus (a drop restarts from zero); the first sample only primes the state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.robust import RobustDeviation
+
+
+class CounterRate:
+    """Per-second rate of each counter, scored by a RobustDeviation over the rates."""
+
+    name = "counter_rate"
+
+    def __init__(self, rates: RobustDeviation | None = None) -> None:
+        self.rates = rates or RobustDeviation()
+        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf})
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        p = np.ones(len(ids), dtype=np.float64)
+        if len(ids) == 0:
+            return p
+        self.state.ensure(int(ids.max()))
+        for idx in unique_rounds(ids, ts):
+            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
+        return p
+
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        st = self.state
+        last, last_ts = st["last"][ids], st["last_ts"][ids]
+        ok = np.isfinite(x) & (ts > last_ts)
+        seen = ok & np.isfinite(last)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            delta = np.where(x >= last, x - last, x)
+            rate = delta / (ts - last_ts)
+        st["last"][ids] = np.where(ok, x, last)
+        st["last_ts"][ids] = np.where(ok, ts, last_ts)
+        p = np.ones(len(ids))
+        if seen.any():
+            p[seen] = self.rates.update(ids[seen], ts[seen], rate[seen])
+        return p
+
+    def baseline(self, ids: Ids) -> Floats:
+        return self.rates.baseline(ids)
+
+    def bytes_per_series(self) -> int:
+        return self.state.nbytes_per_series() + self.rates.bytes_per_series()
+
+    def snapshot(self) -> bytes:
+        return pack_blobs(self.state.to_bytes(), self.rates.snapshot())
+
+    def restore(self, data: bytes) -> None:
+        own, rates = unpack_blobs(data)
+        self.state.load_bytes(own)
+        self.rates.restore(rates)

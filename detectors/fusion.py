@@ -1,0 +1,148 @@
+"""Multi-signal fusion: per-entity evidence by signal family, combined across families per tick.
+
+Within a family the strongest series speaks for it (the correlated metrics of one GPU are one vote, not
+many); across families, capped surprises (-log10 p) of the families that clear `vote_min` are summed,
+so two independent families at p=1e-4 weigh as much as one at 1e-8. Family evidence is max-held and
+decays with an event-time half-life, which is what lets scrapes of different series, arriving a few
+seconds apart, meet in one vote.
+
+Entities are GPUs and nodes alike (a node's own series, node-exporter's, form the node entity); the
+registry decides which entity a series belongs to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.bank import Evidence
+from detectors.base import Floats, Ids
+from detectors.signals import N_FAMILIES
+
+SURPRISE_CAP = 12.0
+
+
+@dataclass(frozen=True, slots=True)
+class FusionConfig:
+    step_s: float = 15.0  # evaluation tick, one scrape interval
+    half_life_s: float = 120.0  # decay of held family evidence
+    vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
+    family_cap: float = 6.0  # below the firing threshold: one family alone never pages
+    common_mode_frac: float = 0.3  # a family voting on this share of entities at once is a phase change
+
+
+def surprise(p: Floats) -> Floats:
+    """-log10 p, capped, so p=1 gives 0 and p=1e-12 gives 12."""
+    return np.minimum(-np.log10(np.clip(p, 1e-300, 1.0)), SURPRISE_CAP)
+
+
+def score01(fused: Floats, fire_threshold: float) -> Floats:
+    """Map fused surprise to a 0..1 score: 0.5 exactly at the firing threshold."""
+    return 1.0 - np.exp2(-fused / fire_threshold)
+
+
+class Fusion:
+    """Held per-(entity, family) evidence and its fusion into one score per entity."""
+
+    def __init__(self, config: FusionConfig | None = None) -> None:
+        self.config = config or FusionConfig()
+        self.held = np.zeros((0, N_FAMILIES))
+        self.top_series = np.full((0, N_FAMILIES), -1, dtype=np.int64)
+        self.top_value = np.full((0, N_FAMILIES), np.nan)
+        self.next_tick = -np.inf
+        self.last_tick = -np.inf
+        self.common = np.zeros(N_FAMILIES, dtype=bool)  # families found common-mode at the last tick
+        self.at_tick = self.held.copy()
+
+    def ensure(self, n_entities: int) -> None:
+        have = len(self.held)
+        if n_entities <= have:
+            return
+        grow = n_entities - have  # exact: spare rows would dilute the common-mode share
+        self.held = np.vstack([self.held, np.zeros((grow, N_FAMILIES))])
+        self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
+        self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
+
+    def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
+        """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
+        s = surprise(ev.p)
+        hot = (s > 0) & (entity >= 0)
+        if not hot.any():
+            return
+        ent, fam, s = entity[hot], family[hot].astype(np.int64), s[hot]
+        flat = self.held.reshape(-1)
+        cells = ent * N_FAMILIES + fam
+        np.maximum.at(flat, cells, s)
+        won = s >= flat[cells]
+        self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
+        self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
+
+    def due_tick(self, watermark: float) -> float | None:
+        """The latest tick the watermark has passed and that is not yet evaluated, if any."""
+        step = self.config.step_s
+        if not np.isfinite(self.next_tick):
+            self.next_tick = float((np.floor(watermark / step) + 1) * step)
+            return None
+        if watermark < self.next_tick:
+            return None
+        tick = float(np.floor(watermark / step) * step)
+        self.next_tick = tick + step
+        return tick
+
+    def evaluate(self, tick: float) -> Floats:
+        """Fused score per entity at `tick`, then age the held evidence by one step.
+
+        Evidence held from before a gap in the data is aged by the whole gap first. A family voting on
+        at least `common_mode_frac` of all entities at once is common-mode (a checkpoint, a job restart,
+        a storage stall): it is evidence against no single GPU, so its held evidence is cleared for
+        everyone, before its decaying tail could leak into a few entities' sums.
+        """
+        cfg = self.config
+        if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
+            self.decay(tick - self.last_tick - cfg.step_s)
+        self.common = self.common_mode()
+        self.held[:, self.common] = 0.0
+        fused = self.fused()
+        self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
+        self.decay(cfg.step_s)
+        self.last_tick = tick
+        return fused
+
+    def common_mode(self) -> NDArray[np.bool_]:
+        """Families voting on at least `common_mode_frac` of all entities now."""
+        if len(self.held) < 4:
+            return np.zeros(N_FAMILIES, dtype=bool)
+        votes = self.held >= self.config.vote_min
+        return np.asarray(votes.mean(axis=0) >= self.config.common_mode_frac)
+
+    def fused(self) -> Floats:
+        """Fused surprise per entity: sum of the capped held evidence of families that vote."""
+        capped = np.minimum(self.held, self.config.family_cap)
+        votes: Floats = np.where(capped >= self.config.vote_min, capped, 0.0).sum(axis=1)
+        return votes
+
+    def voting_families(self, entity: int) -> list[int]:
+        """Families of one entity that voted at the last evaluation, strongest first (explanations)."""
+        row = self.at_tick[entity]
+        order = np.argsort(-row, kind="stable")
+        return [int(f) for f in order if row[f] >= self.config.vote_min]
+
+    def decay(self, elapsed_s: float) -> None:
+        self.held *= np.exp2(-elapsed_s / self.config.half_life_s)
+        self.held[self.held < 1e-3] = 0.0
+
+    def snapshot_arrays(self) -> dict[str, NDArray[np.float64] | NDArray[np.int64]]:
+        return {
+            "held": self.held,
+            "top_series": self.top_series,
+            "top_value": self.top_value,
+            "ticks": np.array([self.next_tick, self.last_tick]),
+        }
+
+    def restore_arrays(self, arrays: dict[str, NDArray[np.float64] | NDArray[np.int64]]) -> None:
+        self.held = np.array(arrays["held"], dtype=np.float64)
+        self.top_series = np.array(arrays["top_series"], dtype=np.int64)
+        self.top_value = np.array(arrays["top_value"], dtype=np.float64)
+        self.next_tick, self.last_tick = (float(x) for x in arrays["ticks"])

@@ -1,0 +1,98 @@
+"""Alert lifecycle per entity: inactive -> pending -> firing -> resolved, with hysteresis.
+
+Firing needs the fused score above `fire` for `persist_ticks` consecutive ticks (one noisy scrape never
+pages); resolving needs it below `resolve` (< fire) for `clear_ticks` ticks (no flapping). All state is
+arrays over entities; Python only touches the few entities that change state in a tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.base import Floats
+
+
+class Phase(IntEnum):
+    INACTIVE = 0
+    PENDING = 1
+    FIRING = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleConfig:
+    fire: float = 8.0
+    resolve: float = 4.0
+    persist_ticks: int = 3
+    clear_ticks: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """An entity started or stopped firing at event time `at`."""
+
+    entity: int
+    firing: bool
+    starts_at: float
+    at: float
+    fused: float
+
+
+class Lifecycle:
+    def __init__(self, config: LifecycleConfig | None = None) -> None:
+        self.config = config or LifecycleConfig()
+        self.phase = np.zeros(0, dtype=np.int8)
+        self.run = np.zeros(0, dtype=np.int32)  # consecutive ticks above fire (pending) / below resolve
+        self.since = np.full(0, np.nan)  # when the current pending/firing episode began
+
+    def ensure(self, n: int) -> None:
+        have = len(self.phase)
+        if n <= have:
+            return
+        grow = max(n, 2 * have) - have
+        self.phase = np.r_[self.phase, np.zeros(grow, dtype=np.int8)]
+        self.run = np.r_[self.run, np.zeros(grow, dtype=np.int32)]
+        self.since = np.r_[self.since, np.full(grow, np.nan)]
+
+    def step(self, fused: Floats, at: float) -> list[Transition]:
+        """Advance every entity by one tick of fused scores; return the transitions it caused."""
+        cfg = self.config
+        n = len(fused)
+        self.ensure(n)
+        phase, run, since = self.phase[:n], self.run[:n], self.since[:n]
+        above, below = fused >= cfg.fire, fused < cfg.resolve
+
+        start = (phase == Phase.INACTIVE) & above
+        phase[start], run[start], since[start] = Phase.PENDING, 0, at
+        pending = phase == Phase.PENDING
+        run[pending & above] += 1
+        drop = pending & ~above
+        phase[drop], run[drop], since[drop] = Phase.INACTIVE, 0, np.nan
+        fires = (phase == Phase.PENDING) & (run >= cfg.persist_ticks)
+        phase[fires], run[fires] = Phase.FIRING, 0
+
+        firing = (phase == Phase.FIRING) & ~fires
+        run[firing & below] += 1
+        run[firing & ~below] = 0
+        resolves = firing & (run >= cfg.clear_ticks)
+
+        out = [Transition(int(e), True, float(since[e]), at, float(fused[e])) for e in np.flatnonzero(fires)]
+        out += [
+            Transition(int(e), False, float(since[e]), at, float(fused[e])) for e in np.flatnonzero(resolves)
+        ]
+        phase[resolves], run[resolves], since[resolves] = Phase.INACTIVE, 0, np.nan
+        return out
+
+    def firing(self) -> NDArray[np.intp]:
+        return np.flatnonzero(self.phase == Phase.FIRING)
+
+    def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
+        return {"phase": self.phase, "run": self.run, "since": self.since}
+
+    def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
+        self.phase = np.array(arrays["phase"], dtype=np.int8)
+        self.run = np.array(arrays["run"], dtype=np.int32)
+        self.since = np.array(arrays["since"], dtype=np.float64)

@@ -1,0 +1,186 @@
+"""What each known metric means to detection: its signal family and how to read its values.
+
+Fusion votes across families, so a metric's family decides whose vote it is; its kind decides which
+detector reads it (a gauge is judged by level, an error counter by how fast it grows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Family(IntEnum):
+    """Signal families: correlated metrics of one family count as one vote in fusion."""
+
+    THERMAL = 0
+    POWER = 1
+    MEMORY_ECC = 2
+    PCIE = 3
+    NVLINK = 4
+    UTILIZATION = 5
+    HOST = 6
+    NETWORK = 7
+    STORAGE_IO = 8
+    LIVENESS = 9
+    XID = 10
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")
+
+
+N_FAMILIES = len(Family)
+
+
+class Kind(IntEnum):
+    """How a series' values are read."""
+
+    IGNORED = 0  # info metrics, bitmasks and labels-only series: never scored
+    GAUGE = 1  # a level: judged against its own robust baseline
+    COUNTER = 2  # monotonic throughput counter: judged by its rate
+    ERROR_COUNTER = 3  # should stay flat: any growth is judged against a Poisson baseline
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSpec:
+    family: Family
+    kind: Kind
+
+
+def _specs(family: Family, kind: Kind, *names: str) -> dict[str, SignalSpec]:
+    return {name: SignalSpec(family, kind) for name in names}
+
+
+F, K = Family, Kind
+CATALOG: dict[str, SignalSpec] = {
+    **_specs(
+        F.THERMAL, K.GAUGE, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "node_hwmon_temp_celsius"
+    ),
+    **_specs(F.THERMAL, K.COUNTER, "DCGM_FI_DEV_THERMAL_VIOLATION"),
+    **_specs(F.POWER, K.GAUGE, "DCGM_FI_DEV_POWER_USAGE"),
+    **_specs(F.POWER, K.COUNTER, "DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+    **_specs(
+        F.MEMORY_ECC,
+        K.ERROR_COUNTER,
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "DCGM_FI_DEV_RETIRED_SBE",
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+    ),
+    **_specs(F.PCIE, K.ERROR_COUNTER, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"),
+    **_specs(F.PCIE, K.GAUGE, "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"),
+    **_specs(F.PCIE, K.GAUGE, "node_pcidevice_current_link_width"),
+    **_specs(
+        F.NVLINK,
+        K.ERROR_COUNTER,
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    ),
+    **_specs(
+        F.NVLINK,
+        K.GAUGE,
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+    ),
+    **_specs(
+        F.UTILIZATION,
+        K.GAUGE,
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+    ),
+    **_specs(
+        F.HOST,
+        K.GAUGE,
+        "node_memory_MemAvailable_bytes",
+        "node_load1",
+    ),
+    **_specs(
+        F.HOST,
+        K.COUNTER,
+        "node_cpu_seconds_total",
+        "node_pressure_cpu_waiting_seconds_total",
+        "node_pressure_memory_waiting_seconds_total",
+        "node_pressure_memory_stalled_seconds_total",
+    ),
+    **_specs(
+        F.HOST,
+        K.ERROR_COUNTER,
+        "node_edac_correctable_errors_total",
+        "node_edac_uncorrectable_errors_total",
+        "node_vmstat_oom_kill",
+    ),
+    **_specs(
+        F.NETWORK,
+        K.ERROR_COUNTER,
+        "node_network_receive_errs_total",
+        "node_network_transmit_errs_total",
+        "node_network_receive_drop_total",
+        "node_network_transmit_drop_total",
+        "node_network_carrier_changes_total",
+        "node_infiniband_port_errors_received_total",
+        "node_infiniband_port_discards_received_total",
+        "node_infiniband_port_discards_transmitted_total",
+        "node_infiniband_link_downed_total",
+        "node_infiniband_link_error_recovery_total",
+    ),
+    **_specs(
+        F.NETWORK,
+        K.COUNTER,
+        "node_network_receive_bytes_total",
+        "node_network_transmit_bytes_total",
+        "node_infiniband_port_data_received_bytes_total",
+        "node_infiniband_port_data_transmitted_bytes_total",
+        "node_netstat_Tcp_RetransSegs",
+    ),
+    **_specs(
+        F.STORAGE_IO,
+        K.COUNTER,
+        "node_mountstats_nfs_transport_backlog_queue_total",
+        "node_mountstats_nfs_transport_pending_queue_total",
+        "node_mountstats_nfs_transport_sending_queue_total",
+        "node_mountstats_nfs_operations_queue_time_seconds_total",
+        "node_mountstats_nfs_operations_response_time_seconds_total",
+        "node_mountstats_nfs_operations_request_time_seconds_total",
+        "node_mountstats_nfs_operations_requests_total",
+        "node_mountstats_nfs_read_bytes_total",
+        "node_mountstats_nfs_write_bytes_total",
+        "node_disk_read_bytes_total",
+        "node_disk_written_bytes_total",
+        "node_disk_io_time_seconds_total",
+        "node_pressure_io_waiting_seconds_total",
+        "node_pressure_io_stalled_seconds_total",
+    ),
+    **_specs(
+        F.STORAGE_IO,
+        K.ERROR_COUNTER,
+        "node_mountstats_nfs_operations_major_timeouts_total",
+        "node_nfs_rpc_retransmissions_total",
+    ),
+    **_specs(F.STORAGE_IO, K.GAUGE, "node_filesystem_avail_bytes"),
+    **_specs(F.XID, K.IGNORED, "DCGM_FI_DEV_XID_ERRORS"),
+}
+del F, K
+
+
+def spec_for(metric: str) -> SignalSpec | None:
+    """The spec of a known metric, or None: unknown metrics are not scored (and are not an error)."""
+    return CATALOG.get(metric)

@@ -1,0 +1,46 @@
+"""Find NVIDIA Xid events in kernel messages, whatever envelope carried them.
+
+`NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus.` — searched for
+anywhere in the message, since forwarders add prefixes (`kernel: [1234.5] ...`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from service.decode.types import KernelLine
+from service.models import XidEvent
+
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?[^)]*\): "
+    r"(?P<code>\d+)(?:, pid=(?P<pid>'?<?[\w-]+>?'?))?(?:, name=(?P<name>[^,]*))?,? ?(?P<text>.*)$"
+)
+
+
+def normalise_pci(pci: str) -> str:
+    """Canonical PCI bus id `dddd:bb:dd`: lower case, 4-digit domain, no function.
+
+    Xid lines say `0000:3b:00`, DCGM's label says `00000000:3B:00.0`; both become `0000:3b:00`.
+    """
+    head = pci.strip().lower().split(".")[0]
+    parts = head.split(":")
+    if len(parts) != 3:
+        return head
+    domain, bus, dev = parts
+    return f"{int(domain, 16):04x}:{bus}:{dev}"
+
+
+def parse_xid(line: KernelLine) -> XidEvent | None:
+    m = _XID.search(line.message)
+    if m is None:
+        return None
+    pid_text = (m["pid"] or "").strip("'")
+    return XidEvent(
+        ts=line.ts,
+        node=line.host,
+        pci_bus_id=normalise_pci(m["pci"]),
+        code=int(m["code"]),
+        pid=int(pid_text) if pid_text.isdigit() else None,
+        process=(m["name"] or "").strip() or None,
+        message=m["text"].strip(),
+    )

@@ -1,0 +1,47 @@
+"""The HTTP side: health, readiness, Prometheus exposition and the alerts API (FastAPI)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import FastAPI, HTTPException, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.models import Alert
+from service.state import ServiceState
+
+
+def create_app(state: ServiceState) -> FastAPI:
+    app = FastAPI(title="prexid", summary="Pre-XID anomaly detection for GPU clusters")
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process and its event loop answer."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz(response: Response) -> dict[str, str]:
+        """Readiness: the input feed is connected and consuming."""
+        if not state.ready:
+            response.status_code = 503
+            return {"status": "not ready", "reason": state.not_ready_reason}
+        return {"status": "ready"}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(state.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/v1/alerts", response_model=list[Alert])
+    async def alerts(kind: Literal["pre_xid", "xid", "node", "cluster"] | None = None) -> list[Alert]:
+        """Alerts firing now, newest first."""
+        active = [a for a in state.pipeline.active.values() if kind is None or a.kind == kind]
+        return sorted(active, key=lambda a: a.starts_at, reverse=True)
+
+    @app.get("/api/v1/alerts/{fingerprint}", response_model=Alert)
+    async def alert(fingerprint: str) -> Alert:
+        found = state.pipeline.active.get(fingerprint)
+        if found is None:
+            raise HTTPException(404, f"no active alert {fingerprint}")
+        return found
+
+    return app

@@ -1,0 +1,107 @@
+"""Series registry: interns (metric, labels) to dense ids and maps each series to its entity.
+
+Entities are what alerts are about: one per GPU (`node`, `gpu` index) and one per node (its host-level
+series). The registry also learns each GPU's PCI bus id from DCGM labels, so an Xid line naming only a
+PCI id finds its GPU. A cardinality limit refuses new series beyond `max_series` (counted, not stored).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.signals import Family, Kind, spec_for
+from service.decode.xid import normalise_pci
+
+HOST_LABELS = ("Hostname", "hostname", "host", "node", "instance", "nodename")
+NO_FAMILY = 255
+
+
+def normalise_host(raw: str) -> str:
+    """Short host name: `node-17.cluster.local:9100` -> `node-17` (FQDN, short name and instance agree).
+
+    IP addresses are kept whole: their dots are not domain separators.
+    """
+    host = raw.strip().lower()
+    if host.startswith("["):  # [v6]:port
+        return host[1:].split("]")[0]
+    if host.count(":") == 1:
+        host = host.split(":")[0]
+    if host.replace(".", "").isdigit():
+        return host
+    return host.split(".")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    node: str
+    gpu: int | None  # None for the node itself
+
+
+@dataclass
+class SeriesRegistry:
+    max_series: int = 2_000_000
+    ids: dict[tuple[str, tuple[tuple[str, str], ...]], int] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    labels: list[dict[str, str]] = field(default_factory=list)
+    entity_of: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    family_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    entities: list[Entity] = field(default_factory=list)
+    entity_ids: dict[Entity, int] = field(default_factory=dict)
+    gpu_by_pci: dict[tuple[str, str], int] = field(default_factory=dict)
+    refused: int = 0
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def entity_id(self, node: str, gpu: int | None) -> int:
+        key = Entity(node, gpu)
+        eid = self.entity_ids.get(key)
+        if eid is None:
+            eid = self.entity_ids[key] = len(self.entities)
+            self.entities.append(key)
+        return eid
+
+    def intern(self, name: str, labels: dict[str, str]) -> int:
+        """Series id for (name, labels); -1 when the cardinality limit refuses a new series."""
+        key = (name, tuple(sorted(labels.items())))
+        sid = self.ids.get(key)
+        if sid is not None:
+            return sid
+        if len(self.names) >= self.max_series:
+            self.refused += 1
+            return -1
+        sid = self.ids[key] = len(self.names)
+        self.names.append(name)
+        self.labels.append(labels)
+        self._place(sid, name, labels)
+        return sid
+
+    def _place(self, sid: int, name: str, labels: dict[str, str]) -> None:
+        host = next((labels[k] for k in HOST_LABELS if labels.get(k)), "")
+        node = normalise_host(host) if host else "unknown"
+        gpu_label = labels.get("gpu", "")
+        gpu = int(gpu_label) if gpu_label.isdigit() else None
+        eid = self.entity_id(node, gpu)
+        if gpu is not None and labels.get("pci_bus_id"):
+            self.gpu_by_pci[(node, normalise_pci(labels["pci_bus_id"]))] = eid
+        spec = spec_for(name)
+        if sid >= len(self.entity_of):
+            cap = max(1024, 2 * len(self.entity_of))
+            self.entity_of = np.resize(self.entity_of, cap)
+            self.family_of = np.resize(self.family_of, cap)
+            self.kind_of = np.resize(self.kind_of, cap)
+        self.entity_of[sid] = eid
+        self.family_of[sid] = spec.family if spec else NO_FAMILY
+        self.kind_of[sid] = spec.kind if spec else Kind.IGNORED
+
+    def gpu_for_pci(self, node: str, pci: str) -> int | None:
+        """The GPU entity with this PCI bus id on this node, once DCGM labels have taught it."""
+        return self.gpu_by_pci.get((normalise_host(node), normalise_pci(pci)))
+
+    def family_name(self, sid: int) -> str:
+        fam = int(self.family_of[sid])
+        return Family(fam).label if fam != NO_FAMILY else "unknown"

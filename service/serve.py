@@ -1,0 +1,43 @@
+"""Runs a feed (Kafka consumer, demo stream) beside the HTTP server in one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any
+
+import uvicorn
+
+from service.http import create_app
+from service.state import ServiceState
+
+
+async def serve(
+    state: ServiceState, feed: Coroutine[Any, Any, None], host: str, port: int, duration: float | None
+) -> None:
+    """Serve HTTP beside the feed until the server stops (SIGINT/SIGTERM), `duration` passes, or the
+    feed fails. A feed that ends cleanly (the demo's timeline) leaves the server up for inspection."""
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(state), host=host, port=port, log_level="warning", lifespan="off")
+    )
+    server_task = asyncio.create_task(server.serve())
+    feed_task = asyncio.create_task(feed)
+    stop_on: set[asyncio.Task[Any]] = {server_task}
+    if duration is not None:
+        stop_on.add(asyncio.create_task(asyncio.sleep(duration)))
+    pending: set[asyncio.Task[Any]] = stop_on | {feed_task}
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if done & stop_on or feed_task.exception() is not None:
+                break
+    finally:
+        server.should_exit = True
+        for task in (feed_task, *stop_on - {server_task}):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await server_task
+    if not feed_task.cancelled() and (err := feed_task.exception()) is not None:
+        raise err

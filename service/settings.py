@@ -1,0 +1,106 @@
+"""All of prexid's settings in one frozen class: environment `PREXID_*`, an optional TOML file, defaults.
+
+Built once in `main` and passed down; nothing reads the environment at import time.
+Precedence: explicit arguments > environment > TOML file (`PREXID_CONFIG_FILE` or `--config`) > defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from detectors.fusion import FusionConfig
+from detectors.lifecycle import LifecycleConfig
+from service.pipeline import PipelineConfig
+
+
+class DetectionSettings(BaseModel):
+    """Detection tunables; defaults are what `prexid evaluate` was tuned on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step_s: float = Field(15.0, gt=0, description="fusion tick, one scrape interval")
+    lateness_s: float = Field(10.0, ge=0, description="how late a sample may arrive and still count")
+    fire_threshold: float = Field(8.0, gt=0, description="fused surprise (-log10 p) that starts an alert")
+    resolve_threshold: float = Field(4.0, gt=0)
+    persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
+    clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
+    max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
+
+    def pipeline_config(self, cluster: str) -> PipelineConfig:
+        return PipelineConfig(
+            cluster=cluster,
+            lateness_s=self.lateness_s,
+            max_series=self.max_series,
+            fusion=FusionConfig(step_s=self.step_s),
+            lifecycle=LifecycleConfig(
+                fire=self.fire_threshold,
+                resolve=self.resolve_threshold,
+                persist_ticks=self.persist_ticks,
+                clear_ticks=self.clear_ticks,
+            ),
+        )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PREXID_", env_nested_delimiter="__", frozen=True)
+
+    config_file: Path | None = None
+    cluster: str = "default"
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    group_id: str = "prexid"
+    metrics_topics: list[str] = ["prexid.metrics"]
+    logs_topics: list[str] = ["prexid.kernel-logs"]
+    alerts_topic: str = "prexid.alerts"
+    dead_letter_topic: str = "prexid.dead-letters"
+    metrics_format: str = "prom_kafka_adapter"
+    logs_format: str = "syslog"
+    batch_max_records: int = Field(10_000, ge=1)
+    batch_timeout_ms: int = Field(200, ge=1)
+
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(8000, ge=0, le=65535)
+
+    detection: DetectionSettings = DetectionSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _TomlFromSetting(settings_cls, init_settings, env_settings)
+
+
+class _TomlFromSetting(PydanticBaseSettingsSource):
+    """Reads the TOML file named by `config_file` (given as an argument or in the environment)."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+    ) -> None:
+        super().__init__(settings_cls)
+        self._init, self._env = init_settings, env_settings
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = self._init().get("config_file") or self._env().get("config_file")
+        if not path:
+            return {}
+        return TomlConfigSettingsSource(self.settings_cls, toml_file=Path(path))()

@@ -1,0 +1,108 @@
+"""Prometheus metrics: prexid's own health, and the fused scores dashboards scrape.
+
+Fused scores are read from the pipeline's arrays at scrape time by a custom collector, instead of
+keeping a `Gauge.labels()` child per GPU in step with the arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from detectors.fusion import score01
+from service.models import Alert
+from service.pipeline import Pipeline
+
+LEAD_TIME_BUCKETS = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600)
+
+
+class FusedScoreCollector(Collector):
+    """`prexid_gpu_fused_score` and `prexid_node_fused_score` (0..1; 0.5 = firing threshold)."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        p = self.pipeline
+        gpu = GaugeMetricFamily(
+            "prexid_gpu_fused_score",
+            "Fused anomaly score of a GPU, 0..1; 0.5 is the firing threshold",
+            labels=["cluster", "node", "gpu"],
+        )
+        node = GaugeMetricFamily(
+            "prexid_node_fused_score",
+            "Fused anomaly score of a node's own signals, 0..1",
+            labels=["cluster", "node"],
+        )
+        scores = score01(p.fused_scores, p.config.lifecycle.fire)
+        cluster = p.config.cluster
+        for eid, score in enumerate(np.asarray(scores).tolist()):
+            ent = p.registry.entities[eid]
+            if ent.gpu is None:
+                node.add_metric([cluster, ent.node], score)
+            else:
+                gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
+        yield gpu
+        yield node
+
+
+class Telemetry:
+    """prexid's own metrics on an injected registry (tests get a fresh one each)."""
+
+    def __init__(self, registry: CollectorRegistry, pipeline: Pipeline) -> None:
+        self.registry = registry
+        self.samples = Counter("prexid_samples", "Metric samples decoded", registry=registry)
+        self.kernel_lines = Counter("prexid_kernel_lines", "Kernel log lines decoded", registry=registry)
+        self.messages = Counter(
+            "prexid_messages", "Messages consumed, by stream", ["stream"], registry=registry
+        )
+        self.dead_letters = Counter(
+            "prexid_dead_letters",
+            "Messages that could not be decoded, by reason",
+            ["reason"],
+            registry=registry,
+        )
+        self.alerts = Counter(
+            "prexid_alerts", "Alert messages emitted", ["kind", "status"], registry=registry
+        )
+        self.xid_events = Counter(
+            "prexid_xid_events",
+            "Xid events, by code and whether a pre_xid alert preceded them",
+            ["code", "preceded"],
+            registry=registry,
+        )
+        self.lead_time = Histogram(
+            "prexid_pre_xid_lead_time_seconds",
+            "Time from a pre_xid alert firing to the Xid it warned of",
+            buckets=LEAD_TIME_BUCKETS,
+            registry=registry,
+        )
+        self.series = Gauge("prexid_series", "Series known to this process", registry=registry)
+        self.series.set_function(lambda: len(pipeline.registry))
+        self.series_refused = Gauge(
+            "prexid_series_refused",
+            "New series refused by the cardinality limit since start",
+            registry=registry,
+        )
+        self.series_refused.set_function(lambda: pipeline.registry.refused)
+        self.batch_seconds = Histogram(
+            "prexid_batch_duration_seconds", "Time to process one consumed batch", registry=registry
+        )
+        self.watermark = Gauge(
+            "prexid_event_time_watermark_seconds", "Event-time watermark of the pipeline", registry=registry
+        )
+        self.watermark.set_function(lambda: pipeline.watermark if np.isfinite(pipeline.watermark) else 0.0)
+        registry.register(FusedScoreCollector(pipeline))
+
+    def observe_alerts(self, alerts: list[Alert]) -> None:
+        for a in alerts:
+            self.alerts.labels(a.kind, a.status).inc()
+            if a.kind == "xid":
+                preceded = a.lead_time_seconds is not None
+                self.xid_events.labels(str(a.xid_code), "true" if preceded else "false").inc()
+                if a.lead_time_seconds is not None:
+                    self.lead_time.observe(a.lead_time_seconds)

@@ -1,0 +1,125 @@
+"""The foundation detectors find the fault shape they exist for and stay quiet on benign shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from detectors.bank import DetectorBank
+from detectors.base import unique_rounds
+from detectors.counter_rate import CounterRate
+from detectors.error_counter import ErrorCounterSurprise
+from detectors.robust import RobustDeviation
+from detectors.signals import Kind
+
+STEP = 15.0
+
+
+def feed(det: RobustDeviation | ErrorCounterSurprise | CounterRate, values: np.ndarray) -> np.ndarray:
+    """Feed a (time x series) matrix one scrape at a time; return the (time x series) p-values."""
+    n_series = values.shape[1]
+    ids = np.arange(n_series, dtype=np.int64)
+    return np.array([det.update(ids, np.full(n_series, t * STEP), row) for t, row in enumerate(values)])
+
+
+def test_robust_deviation_flags_a_level_shift_but_not_noise() -> None:
+    rng = np.random.default_rng(1)
+    x = 60 + rng.normal(0, 0.5, (200, 4))
+    x[150:, 2] += 10
+    p = feed(RobustDeviation(), x)
+    assert p[150, 2] < 1e-6
+    assert p[30:150].min() > 1e-6  # healthy noise never looks like a 10-degree jump
+
+
+def test_robust_deviation_gives_no_evidence_during_warmup() -> None:
+    x = np.array([[1.0], [100.0], [1.0], [1e6]] + [[1.0]] * 5)
+    p = feed(RobustDeviation(warmup=10), x)
+    assert (p == 1.0).all()
+
+
+def test_robust_deviation_one_spike_does_not_move_the_baseline() -> None:
+    x = np.full((100, 1), 50.0) + np.tile([[0.0], [0.3]], (50, 1))
+    x[60, 0] = 5000.0
+    det = RobustDeviation()
+    feed(det, x)
+    assert det.baseline(np.array([0]))[0] == pytest.approx(50.15, abs=0.5)
+
+
+def test_nan_and_inf_in_give_no_crash_and_no_nan_out() -> None:
+    x = np.full((60, 3), 10.0)
+    x[40, 0], x[41, 1], x[42, 2] = np.nan, np.inf, -np.inf
+    for det in (RobustDeviation(), ErrorCounterSurprise(), CounterRate()):
+        p = feed(det, x)
+        assert np.isfinite(p).all()
+        assert ((p > 0) & (p <= 1)).all()
+
+
+def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
+    x = np.zeros((300, 2))
+    x[250:, 0] = np.arange(50) * 5  # 5 new errors every scrape
+    x[:, 1] = np.r_[np.full(150, 40.0), np.zeros(150)]  # counter drops to 0: a reset
+    p = feed(ErrorCounterSurprise(), x)
+    assert p[252, 0] < 1e-8
+    assert p[:, 1].min() == 1.0
+
+
+def test_error_counter_learns_a_series_that_always_grows() -> None:
+    x = np.cumsum(np.full((2000, 1), 3.0), axis=0)  # a chatty counter: 3 per scrape, forever
+    p = feed(ErrorCounterSurprise(forget_half_life_s=3600), x)
+    assert p[-1, 0] > 0.01
+
+
+def test_counter_rate_scores_rates_not_levels() -> None:
+    rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
+    rate[180:] *= 5
+    p = feed(CounterRate(), np.cumsum(rate * STEP, axis=0))
+    assert p[100:179].min() > 1e-4
+    assert p[181, 0] < 1e-8
+
+
+@pytest.mark.parametrize("det_cls", [RobustDeviation, ErrorCounterSurprise, CounterRate])
+def test_restored_detector_scores_exactly_like_an_uninterrupted_one(det_cls: type) -> None:
+    rng = np.random.default_rng(3)
+    x = np.cumsum(np.abs(rng.normal(1, 2, (120, 5))), axis=0)
+    a, b = det_cls(), det_cls()
+    feed(a, x[:60])
+    feed(b, x[:60])
+    restored = det_cls()
+    restored.restore(b.snapshot())
+    tail = x[60:]
+    ids = np.arange(5, dtype=np.int64)
+    for t, row in enumerate(tail, start=60):
+        ts = np.full(5, t * STEP)
+        np.testing.assert_array_equal(a.update(ids, ts, row), restored.update(ids, ts, row))
+
+
+def test_duplicate_series_in_one_batch_are_applied_in_time_order() -> None:
+    ids = np.array([7, 3, 7, 7, 3], dtype=np.int64)
+    ts = np.array([30.0, 10.0, 10.0, 20.0, 20.0])
+    rounds = [ids[r].tolist() for r in unique_rounds(ids, ts)]
+    assert rounds == [[3, 7], [3, 7], [7]]
+    order = [ts[r].tolist() for r in unique_rounds(ids, ts)]
+    assert order == [[10.0, 10.0], [20.0, 20.0], [30.0]]
+
+
+def test_a_batch_with_repeats_equals_the_same_samples_one_by_one() -> None:
+    ids = np.array([0, 0, 0, 1, 1], dtype=np.int64)
+    ts = np.array([0.0, 15.0, 30.0, 0.0, 15.0])
+    vals = np.array([1.0, 2.0, 40.0, 5.0, 5.0])
+    batched, single = RobustDeviation(warmup=1), RobustDeviation(warmup=1)
+    p_batch = batched.update(ids, ts, vals)
+    p_single = np.array([single.update(ids[i : i + 1], ts[i : i + 1], vals[i : i + 1])[0] for i in range(5)])
+    np.testing.assert_array_equal(p_batch, p_single)
+
+
+def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> None:
+    bank = DetectorBank()
+    bank.set_kinds(
+        np.array([0, 1, 2], dtype=np.int64),
+        np.array([Kind.GAUGE, Kind.ERROR_COUNTER, Kind.IGNORED], dtype=np.uint8),
+    )
+    for t in range(40):
+        ev = bank.update(np.array([0, 1, 2, 5000]), np.full(4, t * STEP), np.array([1.0, 0.0, 9e9 * t, 1.0]))
+    assert ev.p[2] == 1.0 and ev.p[3] == 1.0
+    ev = bank.update(np.array([0, 1]), np.full(2, 41 * STEP), np.array([1.0, 50.0]))
+    assert ev.p[1] < 1e-8 and ev.p[0] == 1.0

@@ -1,0 +1,83 @@
+"""Fusion votes across families; the lifecycle needs persistence to fire and hysteresis to resolve."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.bank import Evidence
+from detectors.fusion import Fusion, FusionConfig, score01
+from detectors.lifecycle import Lifecycle, LifecycleConfig
+from detectors.signals import Family
+
+
+def evidence(
+    entities: list[int], families: list[Family], p: list[float]
+) -> tuple[Evidence, np.ndarray, np.ndarray]:
+    n = len(p)
+    ev = Evidence(np.arange(n, dtype=np.int64), np.zeros(n), np.ones(n), np.array(p))
+    return ev, np.array(entities, dtype=np.int64), np.array(families, dtype=np.uint8)
+
+
+def test_one_family_alone_never_reaches_the_firing_threshold() -> None:
+    f = Fusion()
+    f.ensure(10)
+    f.ingest(*evidence([0, 0, 0], [Family.MEMORY_ECC] * 3, [1e-12, 1e-12, 1e-12]))
+    assert f.evaluate(0.0)[0] < 8.0
+
+
+def test_two_families_with_strong_evidence_fuse_above_the_threshold() -> None:
+    f = Fusion()
+    f.ensure(10)
+    f.ingest(*evidence([0, 0], [Family.MEMORY_ECC, Family.THERMAL], [1e-9, 1e-5]))
+    fused = f.evaluate(0.0)
+    assert fused[0] >= 8.0
+    assert (fused[1:] == 0).all()
+
+
+def test_weak_evidence_below_the_vote_minimum_does_not_count() -> None:
+    f = Fusion()
+    f.ensure(10)
+    f.ingest(*evidence([0] * 5, list(Family)[:5], [0.05] * 5))
+    assert f.evaluate(0.0)[0] == 0.0
+
+
+def test_a_family_moving_on_most_entities_is_common_mode_and_cleared() -> None:
+    f = Fusion()
+    f.ensure(10)
+    ents = list(range(10))
+    f.ingest(*evidence(ents, [Family.UTILIZATION] * 10, [1e-12] * 10))  # a checkpoint dip everywhere
+    f.ingest(*evidence([4], [Family.THERMAL], [1e-6]))
+    fused = f.evaluate(0.0)
+    assert fused[4] == 6.0  # thermal alone; utilisation is explained by the cluster
+    assert f.common[Family.UTILIZATION]
+    assert (f.held[:, Family.UTILIZATION] == 0).all()
+
+
+def test_held_evidence_decays_with_event_time_across_gaps() -> None:
+    f = Fusion(FusionConfig(half_life_s=60.0))
+    f.ensure(5)
+    f.ingest(*evidence([0], [Family.THERMAL], [1e-6]))
+    f.evaluate(0.0)
+    f.evaluate(15.0 + 60.0)  # one step plus a one-minute gap
+    assert f.at_tick[0, Family.THERMAL] == np.float64(6.0 * 2 ** (-75.0 / 60.0))
+
+
+def test_lifecycle_fires_after_persistence_and_resolves_with_hysteresis() -> None:
+    lc = Lifecycle(LifecycleConfig(fire=8, resolve=4, persist_ticks=3, clear_ticks=2))
+    scores = [0, 9, 9, 9, 9, 6, 6, 3, 3, 3]
+    events = []
+    for t, s in enumerate(scores):
+        events += [(t, tr.firing, tr.starts_at) for tr in lc.step(np.array([float(s), 0.0]), float(t))]
+    assert events == [(3, True, 1.0), (8, False, 1.0)]  # fires on the 3rd tick above, resolves on the 2nd below
+
+
+def test_lifecycle_one_noisy_tick_never_fires() -> None:
+    lc = Lifecycle()
+    fired = [
+        tr for t, s in enumerate([0, 20, 0, 20, 0, 20, 0]) for tr in lc.step(np.array([float(s)]), float(t))
+    ]
+    assert fired == []
+
+
+def test_score_is_one_half_at_the_firing_threshold() -> None:
+    assert score01(np.array([0.0, 8.0, 1e9]), 8.0).tolist() == [0.0, 0.5, 1.0]

@@ -1,0 +1,120 @@
+"""The whole pipeline on the demo cluster: the faulty GPU is warned about before its Xid, nobody else."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from prometheus_client import generate_latest
+
+from service.cli import build
+from service.demo_sim import DemoCluster, DemoFault, simulate
+from service.http import create_app
+from service.models import Alert
+from service.processor import Message, Output, Processor
+from service.series import SeriesRegistry, normalise_host
+from service.settings import Settings
+from service.state import ServiceState
+
+
+def replay(cluster: DemoCluster) -> tuple[list[Alert], ServiceState, Processor]:
+    state, processor = build(Settings())
+    alerts: list[Alert] = []
+    for tick in simulate(cluster):
+        out: Output = processor.process(
+            [Message(m, tick.ts) for m in tick.metrics], [Message(x, tick.ts) for x in tick.logs]
+        )
+        assert out.dead_letters == []
+        alerts += out.alerts
+    return alerts, state, processor
+
+
+@pytest.fixture(scope="module")
+def demo_run() -> tuple[list[Alert], ServiceState, Processor]:
+    return replay(DemoCluster())
+
+
+def test_pre_xid_alert_for_the_faulty_gpu_comes_before_its_xid(
+    demo_run: tuple[list[Alert], ServiceState, Processor],
+) -> None:
+    alerts, _, _ = demo_run
+    firing = [a for a in alerts if a.status == "firing"]
+    assert [(a.kind, a.node, a.gpu) for a in firing] == [("pre_xid", "node-03", 5), ("xid", "node-03", 5)]
+    pre, xid = firing
+    assert pre.starts_at < xid.starts_at
+    assert xid.xid_code == 79 and xid.severity == "critical"
+    assert xid.lead_time_seconds is not None and xid.lead_time_seconds >= 300
+    assert {s.family for s in pre.signals} >= {"pcie"}
+    assert all(s.baseline is not None for s in pre.signals)
+
+
+def test_checkpoints_on_a_healthy_cluster_raise_no_alert() -> None:
+    quiet = DemoCluster(fault=DemoFault(xid_at_s=10**9), duration_s=3600.0, seed=11)
+    alerts, _, _ = replay(quiet)
+    assert alerts == []
+
+
+def test_same_seed_gives_the_same_alerts() -> None:
+    a, _, _ = replay(DemoCluster(duration_s=2000.0))
+    b, _, _ = replay(DemoCluster(duration_s=2000.0))
+    assert a == b and a
+
+
+def test_metrics_expose_fused_scores_and_lead_time(
+    demo_run: tuple[list[Alert], ServiceState, Processor],
+) -> None:
+    _, state, _ = demo_run
+    text = generate_latest(state.telemetry.registry).decode()
+    assert 'prexid_xid_events_total{code="79",preceded="true"} 1.0' in text
+    assert "prexid_pre_xid_lead_time_seconds_count 1.0" in text
+    assert 'prexid_gpu_fused_score{cluster="default",gpu="5",node="node-03"}' in text
+
+
+async def test_http_serves_health_readiness_metrics_and_alerts(
+    demo_run: tuple[list[Alert], ServiceState, Processor],
+) -> None:
+    _, state, _ = demo_run
+    transport = httpx.ASGITransport(app=create_app(state))
+    async with httpx.AsyncClient(transport=transport, base_url="http://prexid") as client:
+        assert (await client.get("/healthz")).status_code == 200
+        state.ready = False
+        assert (await client.get("/readyz")).status_code == 503
+        state.ready = True
+        assert (await client.get("/readyz")).status_code == 200
+        assert "prexid_samples_total" in (await client.get("/metrics")).text
+        xids = (await client.get("/api/v1/alerts", params={"kind": "xid"})).json()
+        assert [(a["node"], a["gpu"], a["xid_code"]) for a in xids] == [("node-03", 5, 79)]
+        fp = xids[0]["fingerprint"]
+        assert (await client.get(f"/api/v1/alerts/{fp}")).json()["kind"] == "xid"
+        assert (await client.get("/api/v1/alerts/nope")).status_code == 404
+
+
+def test_bad_messages_become_dead_letters_with_their_origin() -> None:
+    _, processor = build(Settings())
+    out = processor.process(
+        [Message(b"{oops", 0.0, "metrics", 2, 41)], [Message(b"\xff\xfe", 0.0, "logs", 0, 7)]
+    )
+    assert [(d.reason, d.message.topic, d.message.offset) for d in out.dead_letters] == [
+        ("invalid_json", "metrics", 41),
+        ("not_utf8", "logs", 7),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "short"),
+    [
+        ("node-17", "node-17"),
+        ("node-17.cluster.local", "node-17"),
+        ("node-17:9100", "node-17"),
+        ("NODE-17.example.com:9400", "node-17"),
+        ("10.1.2.3:9100", "10.1.2.3"),
+    ],
+)
+def test_host_names_normalise_to_one_node(raw: str, short: str) -> None:
+    assert normalise_host(raw) == short
+
+
+def test_cardinality_limit_refuses_new_series_and_counts_them() -> None:
+    reg = SeriesRegistry(max_series=2)
+    assert [reg.intern("m", {"i": str(i)}) for i in range(4)] == [0, 1, -1, -1]
+    assert reg.intern("m", {"i": "0"}) == 0
+    assert reg.refused == 2
