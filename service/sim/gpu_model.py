@@ -1,0 +1,151 @@
+"""Healthy B200 telemetry per GPU, bent by the tick's failure effects; arrays over nodes x GPUs.
+
+Workload sets utilisation (all GPUs of a job move together through one shared job factor); power follows
+utilisation, temperature follows power with a thermal lag, clocks drop at idle and under throttling.
+Error counters are Poisson: most GPUs are clean, a few are "leaky" with a low benign error rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.sim.config import SimConfig
+from service.sim.effects import Effects
+from service.sim.fields import GPU_FIELDS
+
+UTIL = np.array([0.0, 97.0, 14.0, 35.0, 0.0])  # by Phase: idle, run, checkpoint, load, drained
+FB = np.array([600.0, 152_000.0, 152_000.0, 90_000.0, 600.0])
+ERROR_FIELDS = (
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_RETIRED_SBE",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
+IDX = {name: i for i, name in enumerate(GPU_FIELDS)}
+
+
+class GpuModel:
+    def __init__(self, cfg: SimConfig, rng: np.random.Generator) -> None:
+        self.cfg, self.rng = cfg, rng
+        shape = (cfg.nodes, cfg.gpus)
+        self.shape = shape
+        self.temp = np.full(shape, 35.0)
+        self.off_temp = rng.normal(0.0, 2.0, shape)
+        self.off_power = rng.normal(0.0, 12.0, shape)
+        self.job = np.zeros(8)  # AR(1) job factor per slot: the GPUs of a job move together
+        self.counters = {f: np.zeros(shape) for f in (*ERROR_FIELDS, "energy", "thermal_v", "power_v")}
+        self.flags = {
+            f: np.zeros(shape)
+            for f in (
+                "RETIRED_DBE",
+                "RETIRED_PENDING",
+                "UNC_ROWS",
+                "REMAP_PENDING",
+                "REMAP_FAILURE",
+                "XID",
+                "DBE",
+            )
+        }
+        leaky = rng.random(shape) < 0.06
+        self.base_rate = {f: np.where(leaky, rng.uniform(0.001, 0.02, shape), 2e-5) for f in ERROR_FIELDS}
+        self.counters["energy"] += rng.uniform(1e11, 5e11, shape)
+
+    def reboot(self, n: int) -> None:
+        """Driver reload: volatile counters restart from zero and the last-Xid field clears."""
+        for arr in self.counters.values():
+            arr[n] = 0.0
+        for name in ("XID", "REMAP_PENDING", "RETIRED_PENDING"):
+            self.flags[name][n] = 0.0
+
+    def xid(self, n: int, g: int, codes: tuple[int, ...]) -> None:
+        """What the failure itself writes into DCGM's fields at the Xid."""
+        fl = self.flags
+        fl["XID"][n, g] = codes[-1] if codes[-1] != 154 else codes[0]
+        if codes[0] in (48, 94, 95):
+            fl["DBE"][n, g] += 1
+            fl["RETIRED_DBE"][n, g] += 1
+            fl["RETIRED_PENDING"][n, g] = 1
+            fl["UNC_ROWS"][n, g] += 1
+            fl["REMAP_PENDING"][n, g] = 1
+        if codes[0] == 63:
+            fl["REMAP_PENDING"][n, g] = 1
+        if codes[0] == 64:
+            fl["REMAP_FAILURE"][n, g] = 1
+        if codes[0] == 74:
+            self.counters["DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"][n, g] += 1
+
+    def step(self, phase: NDArray[np.uint8], slots: NDArray[np.int64], eff: Effects) -> NDArray[np.float64]:
+        rng, step = self.rng, self.cfg.step_s
+        self.job = 0.9 * self.job + rng.normal(0.0, 0.45, len(self.job))
+        ph = phase.astype(np.int64)[:, None]
+        busy = UTIL[ph] > 0
+        slow = (1.0 - eff.job_slow)[:, None]
+        util = np.clip(
+            UTIL[ph] * (1 + 0.004 * self.job[slots][:, None]) + rng.normal(0, 0.6, self.shape) * busy, 0, 100
+        )
+        power = (
+            145.0 + 840.0 * util / 100 * slow + self.off_power + rng.normal(0, 7.0, self.shape)
+        ) * eff.power_mult
+        target = 27.0 + 0.047 * power + self.off_temp + eff.temp_add
+        self.temp += (target - self.temp) * (1 - np.exp(-step / 90.0)) + rng.normal(0, 0.25, self.shape)
+        hot = np.clip((self.temp - 87.0) / 3.0, 0.0, 1.0)
+        clock = np.where(busy, 1965.0, 345.0) * eff.clock_mult * (1 - 0.2 * hot) + rng.normal(
+            0, 4.0, self.shape
+        )
+        act = util / 100 * eff.tensor_mult * slow
+        self._integrate(power, hot, eff)
+        out = np.empty((len(GPU_FIELDS), *self.shape))
+        c, fl = self.counters, self.flags
+        cols = {
+            "DCGM_FI_DEV_GPU_TEMP": self.temp,
+            "DCGM_FI_DEV_MEMORY_TEMP": self.temp + 7.0 + rng.normal(0, 0.3, self.shape),
+            "DCGM_FI_DEV_POWER_USAGE": power,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": c["energy"],
+            "DCGM_FI_DEV_GPU_UTIL": np.round(util),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": np.round(util * 0.3),
+            "DCGM_FI_DEV_SM_CLOCK": np.round(clock),
+            "DCGM_FI_DEV_MEM_CLOCK": np.full(self.shape, 3996.0),
+            "DCGM_FI_DEV_FB_USED": np.round(FB[ph] + rng.normal(0, 40, self.shape)),
+            "DCGM_FI_PROF_SM_ACTIVE": act * 0.82 + rng.normal(0, 0.005, self.shape),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": act * 0.52 + rng.normal(0, 0.005, self.shape),
+            "DCGM_FI_PROF_DRAM_ACTIVE": act * 0.41 + rng.normal(0, 0.005, self.shape),
+            "DCGM_FI_PROF_PCIE_TX_BYTES": (1.5e9 * util / 100 + 1.8e10 * (ph == 2))
+            * (1 + rng.normal(0, 0.03, self.shape)),
+            "DCGM_FI_PROF_PCIE_RX_BYTES": (1.2e9 * util / 100 + 2.0e10 * (ph == 3))
+            * (1 + rng.normal(0, 0.03, self.shape)),
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": 1.0 * ~busy + 32.0 * (hot > 0) + 4.0 * (power > 990),
+            "DCGM_FI_DEV_THERMAL_VIOLATION": c["thermal_v"],
+            "DCGM_FI_DEV_POWER_VIOLATION": c["power_v"],
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": fl["DBE"],
+            "DCGM_FI_DEV_RETIRED_DBE": fl["RETIRED_DBE"],
+            "DCGM_FI_DEV_RETIRED_PENDING": fl["RETIRED_PENDING"],
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": fl["UNC_ROWS"],
+            "DCGM_FI_DEV_ROW_REMAP_PENDING": fl["REMAP_PENDING"],
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE": fl["REMAP_FAILURE"],
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 2.4e5
+            * util
+            / 100
+            * eff.bw_mult
+            * slow
+            * (1 + rng.normal(0, 0.02, self.shape)),
+            "DCGM_FI_DEV_XID_ERRORS": fl["XID"],
+            **{f: c[f] for f in ERROR_FIELDS},
+        }
+        for name, arr in cols.items():
+            out[IDX[name]] = arr
+        return out
+
+    def _integrate(self, power: NDArray[np.float64], hot: NDArray[np.float64], eff: Effects) -> None:
+        c, step = self.counters, self.cfg.step_s
+        c["energy"] += power * step * 1000.0
+        c["thermal_v"] += hot * step * 1e6
+        c["power_v"] += (power > 990) * step * 0.5e6
+        for f in ERROR_FIELDS:
+            lam = self.base_rate[f] + eff.rate.get(f, 0.0)
+            burst = 1 + self.rng.geometric(0.3, self.shape) * (f == "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
+            c[f] += self.rng.poisson(lam) * burst

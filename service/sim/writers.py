@@ -1,0 +1,118 @@
+"""Where simulated data goes: a columnar directory (fast replay), wire-format files, or Kafka topics.
+
+Every output also gets `kernel.log` (RFC3164 lines), `labels.jsonl` (ground truth), `events.jsonl`
+(benign events) and `meta.json`. The columnar form stores each hour as one float64 matrix
+(`metrics-NNNNN.npz`: `ts[T]`, `values[T, S]`, NaN = not scraped) with `series.jsonl` naming the columns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import IO, Protocol
+
+import numpy as np
+import orjson
+
+from service.sim.engine import ClusterSim, Frame
+from service.sim.wire import AdapterEncoder
+
+CHUNK_TICKS = 240
+
+
+class Sink(Protocol):
+    def write(self, frame: Frame) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def write_truth(sim: ClusterSim, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "labels.jsonl").write_bytes(b"".join(orjson.dumps(lab) + b"\n" for lab in sim.labels()))
+    events = [dataclasses.asdict(e) for e in sim.schedule.events]
+    (out / "events.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    meta = {"config": dataclasses.asdict(sim.cfg), "series": len(sim.series)}
+    (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+
+
+class ColumnarSink:
+    def __init__(self, sim: ClusterSim, out: Path) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        rows = (orjson.dumps({"name": n, "labels": lab}) + b"\n" for n, lab in sim.series)
+        (out / "series.jsonl").write_bytes(b"".join(rows))
+        self.logs: IO[bytes] = (out / "kernel.log").open("wb")
+        self.ts: list[float] = []
+        self.values: list[np.ndarray] = []
+        self.chunk = 0
+
+    def write(self, frame: Frame) -> None:
+        self.ts.append(frame.ts)
+        self.values.append(frame.values)
+        self.logs.writelines(line + b"\n" for _, line in frame.logs)
+        if len(self.ts) >= CHUNK_TICKS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.ts:
+            return
+        np.savez(
+            self.out / f"metrics-{self.chunk:05d}.npz", ts=np.array(self.ts), values=np.vstack(self.values)
+        )
+        self.chunk += 1
+        self.ts, self.values = [], []
+
+    def close(self) -> None:
+        self._flush()
+        self.logs.close()
+
+
+class WireSink:
+    """prometheus-kafka-adapter JSON lines (`metrics.jsonl`), one sample per line, as on the Kafka topic."""
+
+    def __init__(self, sim: ClusterSim, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.encoder = AdapterEncoder(sim.series)
+        self.metrics: IO[bytes] = (out / "metrics.jsonl").open("wb")
+        self.logs: IO[bytes] = (out / "kernel.log").open("wb")
+
+    def write(self, frame: Frame) -> None:
+        self.metrics.write(self.encoder.encode(frame.ts, frame.values))
+        self.logs.writelines(line + b"\n" for _, line in frame.logs)
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.logs.close()
+
+
+class KafkaSink:
+    """Produces each sample to the metrics topic and each line to the logs topic, keyed by node."""
+
+    def __init__(self, sim: ClusterSim, bootstrap: str, metrics_topic: str, logs_topic: str) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        self.encoder = AdapterEncoder(sim.series)
+        self.keys = [(lab.get("Hostname") or lab["instance"].split(":")[0]).encode() for _, lab in sim.series]
+        self.topics = (metrics_topic, logs_topic)
+        self.loop = asyncio.new_event_loop()
+        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=1 << 20)
+        self.loop.run_until_complete(self.producer.start())
+
+    def write(self, frame: Frame) -> None:
+        self.loop.run_until_complete(self._send(frame))
+
+    async def _send(self, frame: Frame) -> None:
+        present = np.flatnonzero(~np.isnan(frame.values)).tolist()
+        lines = self.encoder.encode(frame.ts, frame.values).splitlines()
+        stamp = int(frame.ts * 1000)
+        for i, line in zip(present, lines, strict=True):
+            await self.producer.send(self.topics[0], line, key=self.keys[i], timestamp_ms=stamp)
+        for ts, line in frame.logs:
+            host = line.split(b" ")[3] if b"  " not in line[:7] else line.split(b" ")[4]
+            await self.producer.send(self.topics[1], line, key=host, timestamp_ms=int(ts * 1000))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.producer.flush())
+        self.loop.run_until_complete(self.producer.stop())
+        self.loop.close()
