@@ -51,8 +51,7 @@ class GpuModel:
                 "DBE",
             )
         }
-        leaky = rng.random(shape) < 0.06
-        self.base_rate = {f: np.where(leaky, rng.uniform(0.001, 0.02, shape), 2e-5) for f in ERROR_FIELDS}
+        self.base_rate = {f: _benign_rates(rng, shape) for f in ERROR_FIELDS}
         self.counters["energy"] += rng.uniform(1e11, 5e11, shape)
 
     def reboot(self, n: int) -> None:
@@ -149,3 +148,9 @@ class GpuModel:
             lam = self.base_rate[f] + eff.rate.get(f, 0.0)
             burst = 1 + self.rng.geometric(0.3, self.shape) * (f == "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
             c[f] += self.rng.poisson(lam) * burst
+
+
+def _benign_rates(rng: np.random.Generator, shape: tuple[int, int]) -> NDArray[np.float64]:
+    """Per-tick error rates of healthy GPUs: mostly ~1 a month, 3% "leaky" at 3-30 a day (independent per field)."""
+    leaky = rng.random(shape) < 0.03
+    return np.where(leaky, rng.uniform(0.0005, 0.005, shape), 2e-5)
