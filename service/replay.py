@@ -120,8 +120,7 @@ def replay_columnar(
     pipe.bank.set_kinds(new, pipe.registry.kind_of[new])
     chunks = sorted(data.glob("metrics-*.npz"))
     logs = LogFeed(data / "kernel.log")
-    step = _step(chunks)
-    n = 0
+    n, last = 0, 0.0
     with progress(console) as bar:
         task = bar.add_task("replaying (columnar)", total=len(chunks))
         for ts_arr, values in _chunks(chunks):
@@ -129,23 +128,17 @@ def replay_columnar(
                 logs.prime(float(ts_arr[0]))
             for ts, row in zip(ts_arr.tolist(), values, strict=True):
                 present = ~np.isnan(row)
-                alerts = pipe.ingest_columns(ids[present], np.full(int(present.sum()), ts), row[present])
+                alerts = processor.process([], logs.until(ts)).alerts  # lines stamped before this scrape
+                alerts += pipe.ingest_columns(ids[present], np.full(int(present.sum()), ts), row[present])
                 pipe.samples_seen += int(present.sum())
-                alerts += processor.process([], logs.until(ts + step)).alerts
                 writer.write(alerts, ts)
+                last = ts
                 if baselines is not None:
                     baselines.observe(ts, row)  # type: ignore[attr-defined]
                 n += 1
             bar.advance(task)
+    writer.write(processor.process([], logs.until(np.inf)).alerts, last + 15.0)
     return n
-
-
-def _step(chunks: list[Path]) -> float:
-    if not chunks:
-        return 15.0
-    with np.load(chunks[0]) as blob:
-        ts = blob["ts"]
-    return float(ts[1] - ts[0]) if len(ts) > 1 else 15.0
 
 
 def _chunks(paths: list[Path]) -> Iterator[tuple[NDArray[np.float64], NDArray[np.float64]]]:

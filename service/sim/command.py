@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--logs-topic", default="prexid.kernel-logs")
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
+def cmd_simulate(args: argparse.Namespace, **overrides: float) -> int:
+    """Simulate into `args.out`; `overrides` set other SimConfig fields (tests shorten the warm-up)."""
     console = Console(stderr=True)
     cfg = SimConfig(
         nodes=args.nodes,
@@ -49,6 +50,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         days=args.days,
         seed=args.seed,
         failures_per_day=args.failures_per_day,
+        **overrides,  # type: ignore[arg-type]
     )
     sim = ClusterSim(cfg)
     write_truth(sim, args.out)

@@ -13,7 +13,7 @@ class SimConfig:
     gpus: int = 8
     days: float = 7.0
     step_s: float = 15.0
-    start: float = 1_796_205_600.0  # 2026-12-01T10:00:00Z
+    start: float = 1_796_205_600.0  # 2026-12-02T10:00:00Z
     seed: int = 1
     failures_per_day: float = 8.0  # GPU/node failures (XID or not); the study's cluster saw fewer
     nfs_saturations_per_day: float = 0.3  # cluster-wide checkpoint storms

@@ -110,8 +110,12 @@ class ClusterSim:
 
     def _xid_jumps(self, k: int) -> None:
         for f in self.failures:
-            if f.xid_ts is not None and self.cfg.tick_of(f.xid_ts) == k:
+            if f.xid_ts is not None and self._first_scrape_after(f.xid_ts) == k:
                 self.gpu.xid(f.node_index, int(f.gpu or 0), BY_NAME[f.type].xid_codes)
+
+    def _first_scrape_after(self, ts: float) -> int:
+        """The first scrape that can see what happened at `ts` (DCGM reads fields at scrape time)."""
+        return int(np.ceil((ts - self.cfg.start) / self.cfg.step_s))
 
     def _xid_lines(self) -> dict[int, list[tuple[float, bytes]]]:
         out: dict[int, list[tuple[float, bytes]]] = {}
@@ -129,7 +133,7 @@ class ClusterSim:
         out = []
         for f in self.failures:
             if f.type.startswith("xid79") and f.xid_ts is not None:
-                k0 = self.cfg.tick_of(f.xid_ts) + 1
+                k0 = self._first_scrape_after(f.xid_ts)
                 later = [k for k, ns in self._reboots.items() if f.node_index in ns and k > k0]
                 out.append((f.node_index, int(f.gpu or 0), k0, min(later, default=self.cfg.ticks)))
         return out

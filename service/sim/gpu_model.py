@@ -151,6 +151,6 @@ class GpuModel:
 
 
 def _benign_rates(rng: np.random.Generator, shape: tuple[int, int]) -> NDArray[np.float64]:
-    """Per-tick error rates of healthy GPUs: mostly ~1 a month, 3% "leaky" at 3-30 a day (independent per field)."""
+    """Per-tick benign error rates: a few a month; 3% of GPUs "leaky" at 3-30 a day (drawn per field)."""
     leaky = rng.random(shape) < 0.03
     return np.where(leaky, rng.uniform(0.0005, 0.005, shape), 2e-5)

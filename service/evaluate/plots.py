@@ -1,0 +1,98 @@
+"""PNG plots for the report: lead-time distributions, and one failure's timeline with its signals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import orjson
+
+from service.evaluate.match import Detection, Label, Result, entity_matches
+
+TIMELINE_METRICS = (
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+)
+
+
+def lead_times(results: dict[str, Result], path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bins = np.r_[0, np.geomspace(0.25, 720, 24)]
+    for name, r in results.items():
+        leads = [o.lead_s / 60 for o in r.outcomes if o.lead_s is not None]
+        if leads:
+            ax.hist(leads, bins=bins, histtype="step", linewidth=2, label=f"{name} (n={len(leads)})")
+    ax.set_xscale("symlog", linthresh=1)
+    ax.axvline(5, color="grey", linestyle=":", label="5 min target")
+    ax.set_xlabel("lead time before the Xid (minutes)")
+    ax.set_ylabel("failures")
+    ax.set_title("Lead time of pre-XID alerts")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def pick_failure(result: Result) -> Label | None:
+    """The detected pre-XID failure with the median lead, else any failure with a precursor."""
+    pre = sorted((o for o in result.outcomes if o.lead_s is not None), key=lambda o: o.lead_s or 0.0)
+    if pre:
+        return pre[len(pre) // 2].label
+    with_pre = [o.label for o in result.outcomes if o.label.has_precursor and o.label.gpu is not None]
+    return with_pre[0] if with_pre else None
+
+
+def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Path) -> Path | None:
+    """The failing GPU's signals from an hour before onset to 20 min after the Xid, alerts marked."""
+    series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
+    cols = {
+        s["name"]: i
+        for i, s in enumerate(series)
+        if s["labels"].get("Hostname") == f.node and s["labels"].get("gpu") == str(f.gpu)
+    }
+    wanted = [m for m in TIMELINE_METRICS if m in cols]
+    t0, t1 = f.onset_ts - 3600, f.deadline + 1200
+    ts_parts, val_parts = [], []
+    for chunk in sorted(data.glob("metrics-*.npz")):
+        with np.load(chunk) as blob:
+            ts = blob["ts"]
+            keep = (ts >= t0) & (ts <= t1)
+            if keep.any():
+                ts_parts.append(ts[keep])
+                val_parts.append(blob["values"][keep][:, [cols[m] for m in wanted]])
+    if not ts_parts:
+        return None
+    ts, vals = np.concatenate(ts_parts), np.vstack(val_parts)
+    minutes = (ts - (f.xid_ts or f.deadline)) / 60
+    fig, axes = plt.subplots(len(wanted), 1, figsize=(9, 1.6 * len(wanted) + 1), sharex=True)
+    for ax, m, y in zip(np.atleast_1d(axes), wanted, vals.T, strict=True):
+        counter = "COUNTER" in m or "TOTAL" in m
+        ax.plot(minutes[1:] if counter else minutes, np.diff(y) if counter else y, linewidth=1)
+        ax.set_ylabel(m.replace("DCGM_FI_DEV_", "").lower() + ("/scrape" if counter else ""), fontsize=7)
+        ax.axvline((f.onset_ts - (f.xid_ts or f.deadline)) / 60, color="orange", linestyle="--")
+        ax.axvline(0, color="red")
+        for i, dets in enumerate(alerts.values()):
+            for d in dets:
+                if entity_matches(d, f) and t0 <= d.t <= t1:
+                    ax.axvline(
+                        (d.t - (f.xid_ts or f.deadline)) / 60, color=f"C{i + 1}", alpha=0.6, linewidth=1.5
+                    )
+    last = np.atleast_1d(axes)[-1]
+    last.set_xlabel(
+        "minutes from the Xid (orange: precursor onset; red: Xid; other colours: alerts by system)"
+    )
+    names = ", ".join(f"C{i + 1}={n}" for i, n in enumerate(alerts))
+    fig.suptitle(f"{f.id} {f.type} on {f.node} GPU {f.gpu}  ({names})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
