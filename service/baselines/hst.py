@@ -63,7 +63,7 @@ class NodeHST:
         parts.append(np.log1p(errors) / 8.0)
         for m, scale in NODE_RATES.items():
             parts.append(np.log1p(self._increase(m, row)[:n]) / scale)
-        return np.clip(np.stack(parts, axis=1), 0.0, 1.0)
+        return np.asarray(np.clip(np.stack(parts, axis=1), 0.0, 1.0), dtype=np.float64)
 
     def observe(self, ts: float, row: NDArray[np.float64]) -> None:
         feats = self.features(row)  # every scrape: counter increments must not be skipped
@@ -74,8 +74,8 @@ class NodeHST:
         base = len(self.layout.nodes) * self.layout.gpus
         for n, model in enumerate(self.models):
             x = {i: float(v) for i, v in enumerate(feats[n])}
-            hot[base + n] = model.score_one(x) > self.threshold
-            model.learn_one(x)
+            hot[base + n] = model.score_one(x) > self.threshold  # type: ignore[no-untyped-call]
+            model.learn_one(x)  # type: ignore[no-untyped-call]
         self.episodes.step(ts, hot)
 
     def alerts(self) -> list[dict[str, object]]:

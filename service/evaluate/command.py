@@ -59,7 +59,7 @@ def systems(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    console = Console()
+    console = Console(width=150)
     if args.nab_scores:
         from service.evaluate.nab import cmd_nab
 
@@ -72,10 +72,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     meta = orjson.loads((data / "meta.json").read_bytes()) if (data / "meta.json").exists() else None
     days = float(meta["config"]["days"]) if meta else 1.0
     nodes = int(meta["config"]["nodes"]) if meta else 1
+    gpus = int(meta["config"]["gpus"]) if meta else 8
     events = read_jsonl(data / "events.jsonl") if (data / "events.jsonl").exists() else []
     detections = {name: load_detections(path) for name, path in systems(args).items()}
     results: dict[str, Result] = {n: match(d, labels, rules) for n, d in detections.items()}
-    summaries: dict[str, Summary] = {n: summarise(r, days, nodes) for n, r in results.items()}
+    summaries: dict[str, Summary] = {n: summarise(r, days, nodes, gpus, rules) for n, r in results.items()}
     causes: dict[str, Counter[str]] = {
         n: attribution.attribute(r.false_alerts, events) for n, r in results.items()
     }
@@ -101,7 +102,7 @@ def table(summaries: dict[str, Summary]) -> Table:
         "median lead",
         "no-Xid detected",
         "false/day",
-        "false/node-day",
+        "chance-level detection",
     ):
         t.add_column(col)
     for name, s in summaries.items():
@@ -113,6 +114,6 @@ def table(summaries: dict[str, Summary]) -> Table:
             lead,
             f"{100 * s.silent_detected:.0f}% of {s.silent_failures}",
             f"{s.false_per_day:.2f}",
-            f"{s.false_per_node_day:.3f}",
+            f"{100 * s.chance_detected:.0f}%",
         )
     return t

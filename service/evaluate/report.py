@@ -37,6 +37,8 @@ def rules_text(rules: Rules) -> str:
             "  the Xid. Lead time: Xid time - first matching alert (pre-XID failures only).",
             "- False alert: a firing alert that matches no failure. Every kind counts, `xid` alerts too.",
             "- Per day = false alerts / simulated days; per node-day = false alerts / (days x nodes).",
+            "- Chance-level detection: the share of Xid failures that a system's false alerts alone would",
+            "  hit if spread evenly over GPU and node entities; detection near it means nothing.",
         ]
     )
 
@@ -44,14 +46,14 @@ def rules_text(rules: Rules) -> str:
 def comparison_table(summaries: dict[str, Summary]) -> str:
     head = (
         "| system | Xid failures | detected | pre-XID | pre-XID (had precursor) | median lead | "
-        "no-Xid failures detected | alerts | false | false/day | false/node-day |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|"
+        "no-Xid failures detected | alerts | false | false/day | false/node-day | chance-level detection |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     rows = [
         f"| {name} | {s.xid_failures} | {_pct(s.detected)} | {_pct(s.pre_xid)} | "
         f"{_pct(s.pre_xid_with_precursor)} | "
         f"{_min(s.median_lead_s)} | {_pct(s.silent_detected)} of {s.silent_failures} | {s.alerts} | "
-        f"{s.false_alerts} | {s.false_per_day:.2f} | {s.false_per_node_day:.3f} |"
+        f"{s.false_alerts} | {s.false_per_day:.2f} | {s.false_per_node_day:.3f} | {_pct(s.chance_detected)} |"
         for name, s in summaries.items()
     ]
     return "\n".join([head, *rows])

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.evaluate.match import Outcome, Result
+from service.evaluate.match import Outcome, Result, Rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +22,25 @@ class Summary:
     false_alerts: int
     false_per_day: float
     false_per_node_day: float
+    chance_detected: float  # share of Xid failures its false alerts alone would "detect"
 
 
 def share(outcomes: list[Outcome], pred: str) -> float:
     return float(np.mean([getattr(o, pred) for o in outcomes])) if outcomes else float("nan")
 
 
-def summarise(result: Result, days: float, nodes: int) -> Summary:
+def chance(result: Result, days: float, entities: int, rules: Rules) -> float:
+    """Expected share of Xid failures hit by chance: false alerts spread evenly over GPU and node
+    entities, landing in a failure's window on its GPU or its node (two entities)."""
+    xid = [o.label for o in result.outcomes if o.label.xid_ts is not None]
+    if not xid:
+        return float("nan")
+    rate = len(result.false_alerts) / (max(entities, 1) * days * 86400.0)
+    widths = np.array([f.deadline + rules.grace_s - f.onset_ts + rules.pre_window_s for f in xid])
+    return float(np.mean(1.0 - np.exp(-rate * 2.0 * widths)))
+
+
+def summarise(result: Result, days: float, nodes: int, gpus: int = 8, rules: Rules | None = None) -> Summary:
     xid = [o for o in result.outcomes if o.label.xid_ts is not None]
     pre = [o for o in xid if o.label.has_precursor]
     silent = [o for o in result.outcomes if o.label.xid_ts is None]
@@ -46,6 +58,7 @@ def summarise(result: Result, days: float, nodes: int) -> Summary:
         false_alerts=nf,
         false_per_day=nf / days,
         false_per_node_day=nf / (days * nodes),
+        chance_detected=chance(result, days, nodes * (gpus + 1), rules or Rules()),
     )
 
 

@@ -101,23 +101,25 @@ class GpuModel:
         out = np.empty((len(GPU_FIELDS), *self.shape))
         c, fl = self.counters, self.flags
         cols = {
-            "DCGM_FI_DEV_GPU_TEMP": self.temp,
-            "DCGM_FI_DEV_MEMORY_TEMP": self.temp + 7.0 + rng.normal(0, 0.3, self.shape),
-            "DCGM_FI_DEV_POWER_USAGE": power,
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": c["energy"],
+            "DCGM_FI_DEV_GPU_TEMP": np.round(self.temp),  # DCGM reports whole degrees
+            "DCGM_FI_DEV_MEMORY_TEMP": np.round(self.temp + 7.0 + rng.normal(0, 0.3, self.shape)),
+            "DCGM_FI_DEV_POWER_USAGE": np.round(power, 3),
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": np.round(c["energy"]),
             "DCGM_FI_DEV_GPU_UTIL": np.round(util),
-            "DCGM_FI_DEV_MEM_COPY_UTIL": np.round(util * 0.3),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": np.round(
+                np.clip(util * 0.3 + rng.normal(0, 2.5, self.shape) * busy, 0, 100)
+            ),
             "DCGM_FI_DEV_SM_CLOCK": np.round(clock),
             "DCGM_FI_DEV_MEM_CLOCK": np.full(self.shape, 3996.0),
             "DCGM_FI_DEV_FB_USED": np.round(FB[ph] + rng.normal(0, 40, self.shape)),
-            "DCGM_FI_PROF_SM_ACTIVE": act * 0.82 + rng.normal(0, 0.005, self.shape),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": act * 0.52 + rng.normal(0, 0.005, self.shape),
-            "DCGM_FI_PROF_DRAM_ACTIVE": act * 0.41 + rng.normal(0, 0.005, self.shape),
+            "DCGM_FI_PROF_SM_ACTIVE": _ratio(act * 0.82 + rng.normal(0, 0.005, self.shape)),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": _ratio(act * 0.52 + rng.normal(0, 0.005, self.shape)),
+            "DCGM_FI_PROF_DRAM_ACTIVE": _ratio(act * 0.41 + rng.normal(0, 0.005, self.shape)),
             "DCGM_FI_PROF_PCIE_TX_BYTES": (1.5e9 * util / 100 + 1.8e10 * (ph == 2))
             * (1 + rng.normal(0, 0.03, self.shape)),
             "DCGM_FI_PROF_PCIE_RX_BYTES": (1.2e9 * util / 100 + 2.0e10 * (ph == 3))
             * (1 + rng.normal(0, 0.03, self.shape)),
-            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": 1.0 * ~busy + 32.0 * (hot > 0) + 4.0 * (power > 990),
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": 1.0 * ~busy + 32.0 * (hot > 0) + 4.0 * (power > 960),
             "DCGM_FI_DEV_THERMAL_VIOLATION": c["thermal_v"],
             "DCGM_FI_DEV_POWER_VIOLATION": c["power_v"],
             "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": fl["DBE"],
@@ -137,13 +139,19 @@ class GpuModel:
         }
         for name, arr in cols.items():
             out[IDX[name]] = arr
+        for name in (
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "DCGM_FI_PROF_PCIE_RX_BYTES",
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        ):
+            out[IDX[name]] = np.round(out[IDX[name]])
         return out
 
     def _integrate(self, power: NDArray[np.float64], hot: NDArray[np.float64], eff: Effects) -> None:
         c, step = self.counters, self.cfg.step_s
         c["energy"] += power * step * 1000.0
         c["thermal_v"] += hot * step * 1e6
-        c["power_v"] += (power > 990) * step * 0.5e6
+        c["power_v"] += np.clip((power - 960.0) / 60.0, 0.0, 1.0) * step * 1e6  # share of time at the cap
         for f in ERROR_FIELDS:
             lam = self.base_rate[f] + eff.rate.get(f, 0.0)
             burst = 1 + self.rng.geometric(0.3, self.shape) * (f == "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
@@ -154,3 +162,8 @@ def _benign_rates(rng: np.random.Generator, shape: tuple[int, int]) -> NDArray[n
     """Per-tick benign error rates: a few a month; 3% of GPUs "leaky" at 3-30 a day (drawn per field)."""
     leaky = rng.random(shape) < 0.03
     return np.where(leaky, rng.uniform(0.0005, 0.005, shape), 2e-5)
+
+
+def _ratio(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """DCP ratios are 0..1 with four decimals on the wire."""
+    return np.asarray(np.round(np.clip(x, 0.0, 1.0), 4), dtype=np.float64)

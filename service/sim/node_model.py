@@ -89,14 +89,14 @@ class NodeModel:
         self._add("node_infiniband_link_downed_total", rng.poisson(np.full(n, 2e-5)))
         self._add("node_infiniband_link_error_recovery_total", rng.poisson(np.full(n, 5e-5)))
         out = np.empty((len(NODE_FIELDS), n))
-        for name in COUNTERS:
-            out[IDX[name]] = self.c[name]
-        out[IDX["node_load1"]] = 224 * cpu + rng.normal(0, 1.0, n)
+        for name in COUNTERS:  # what /proc shows: whole bytes and packets, microsecond seconds
+            out[IDX[name]] = np.round(self.c[name], 6 if "seconds" in name else 0)
+        out[IDX["node_load1"]] = np.round(224 * cpu + rng.normal(0, 1.0, n), 2)
         out[IDX["node_memory_MemAvailable_bytes"]] = (
             2.0e12 - 1.2e12 * (ph > 0) * (ph < 4) + rng.normal(0, 5e9, n)
         )
-        out[IDX["node_hwmon_temp_celsius"]] = 42.0 + 25 * cpu + rng.normal(0, 0.5, n)
+        out[IDX["node_hwmon_temp_celsius"]] = np.round(42.0 + 25 * cpu + rng.normal(0, 0.5, n))
         return out
 
-    def _add(self, name: str, inc: NDArray[np.float64]) -> None:
+    def _add(self, name: str, inc: NDArray[np.float64] | NDArray[np.int64]) -> None:
         self.c[name] += inc
