@@ -95,9 +95,14 @@ class KafkaSink:
         self.encoder = AdapterEncoder(sim.series)
         self.keys = [(lab.get("Hostname") or lab["instance"].split(":")[0]).encode() for _, lab in sim.series]
         self.topics = (metrics_topic, logs_topic)
-        self.loop = asyncio.new_event_loop()
-        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=1 << 20)
-        self.loop.run_until_complete(self.producer.start())
+        self.loop = asyncio.new_event_loop()  # its own loop: the simulator's tick loop is synchronous
+
+        async def start() -> AIOKafkaProducer:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=1 << 20)
+            await producer.start()
+            return producer
+
+        self.producer = self.loop.run_until_complete(start())
 
     def write(self, frame: Frame) -> None:
         self.loop.run_until_complete(self._send(frame))
