@@ -10,9 +10,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import orjson
+from matplotlib.lines import Line2D
 
 from service.evaluate.match import Detection, Label, Result, entity_matches
 
+SYSTEM_COLOURS = ("tab:green", "tab:brown", "tab:olive", "tab:purple", "tab:cyan", "tab:pink")
 TIMELINE_METRICS = (
     "DCGM_FI_DEV_GPU_TEMP",
     "DCGM_FI_DEV_POWER_USAGE",
@@ -73,26 +75,30 @@ def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Pat
         return None
     ts, vals = np.concatenate(ts_parts), np.vstack(val_parts)
     minutes = (ts - (f.xid_ts or f.deadline)) / 60
-    fig, axes = plt.subplots(len(wanted), 1, figsize=(9, 1.6 * len(wanted) + 1), sharex=True)
+    fig, axes = plt.subplots(len(wanted), 1, figsize=(9, 1.6 * len(wanted) + 1.4), sharex=True)
+    anchor = f.xid_ts or f.deadline
+    colours = dict(zip(alerts, SYSTEM_COLOURS, strict=False))
     for ax, m, y in zip(np.atleast_1d(axes), wanted, vals.T, strict=True):
         counter = "COUNTER" in m or "TOTAL" in m
-        ax.plot(minutes[1:] if counter else minutes, np.diff(y) if counter else y, linewidth=1)
+        ax.plot(
+            minutes[1:] if counter else minutes, np.diff(y) if counter else y, color="tab:blue", linewidth=1
+        )
         ax.set_ylabel(m.replace("DCGM_FI_DEV_", "").lower() + ("/scrape" if counter else ""), fontsize=7)
-        ax.axvline((f.onset_ts - (f.xid_ts or f.deadline)) / 60, color="orange", linestyle="--")
-        ax.axvline(0, color="red")
-        for i, dets in enumerate(alerts.values()):
+        ax.axvline((f.onset_ts - anchor) / 60, color="black", linestyle="--")
+        ax.axvline(0, color="red", linewidth=2)
+        for name, dets in alerts.items():
             for d in dets:
                 if entity_matches(d, f) and t0 <= d.t <= t1:
-                    ax.axvline(
-                        (d.t - (f.xid_ts or f.deadline)) / 60, color=f"C{i + 1}", alpha=0.6, linewidth=1.5
-                    )
-    last = np.atleast_1d(axes)[-1]
-    last.set_xlabel(
-        "minutes from the Xid (orange: precursor onset; red: Xid; other colours: alerts by system)"
+                    ax.axvline((d.t - anchor) / 60, color=colours[name], alpha=0.7, linewidth=1.2)
+    handles = [Line2D([], [], color="black", linestyle="--", label="precursor onset")]
+    handles += [Line2D([], [], color="red", linewidth=2, label=f"Xid {f.xid_code}" if f.xid_code else "end")]
+    handles += [Line2D([], [], color=c, label=f"{n} alert") for n, c in colours.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
+    np.atleast_1d(axes)[-1].set_xlabel("minutes from the Xid (or the end of an Xid-less failure)")
+    fig.suptitle(
+        f"{f.id} {f.type} on {f.node} GPU {f.gpu}: its signals and every system's alerts", fontsize=9
     )
-    names = ", ".join(f"C{i + 1}={n}" for i, n in enumerate(alerts))
-    fig.suptitle(f"{f.id} {f.type} on {f.node} GPU {f.gpu}  ({names})", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

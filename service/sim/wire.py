@@ -68,11 +68,19 @@ class AdapterEncoder:
         ]
 
     def encode(self, ts: float, values: NDArray[np.float64]) -> bytes:
-        """All present (non-NaN) samples of one scrape, newline-separated."""
+        """All present (non-NaN) samples of one scrape, newline-separated.
+
+        orjson formats the whole value vector at once (shortest round-trip repr, ~10x faster than
+        per-value formatting); the pieces are interleaved with C-level slice assignment.
+        """
         head = b'{"timestamp":"' + rfc3339_seconds(ts).encode() + b'","value":"'
         present = np.flatnonzero(~np.isnan(values))
-        texts = values[present].astype(str)
-        tails = self.tails
-        return b"".join(
-            [head + v.encode() + tails[i] for i, v in zip(present.tolist(), texts.tolist(), strict=True)]
+        if len(present) == 0:
+            return b""
+        texts = orjson.dumps(values[present].tolist())[1:-1].split(b",")
+        parts = [head] * (3 * len(present))
+        parts[1::3] = texts
+        parts[2::3] = (
+            self.tails if len(present) == len(self.tails) else [self.tails[i] for i in present.tolist()]
         )
+        return b"".join(parts)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from service.evaluate.match import Detection, Label, Rules, match, parse_alert
@@ -116,3 +119,26 @@ def test_nab_only_the_first_detection_in_a_window_counts_and_misses_cost_fn() ->
     windows = [(10.0, 20.0), (30.0, 40.0)]
     p = PROFILES["reward_low_FN_rate"]
     assert raw_score(ts, [True, True, True], windows, p) == pytest.approx(scaled_sigmoid(-1.0) - 2.0)
+
+
+def test_univariate_replay_scores_each_point_from_past_data_only(tmp_path: Path) -> None:
+    from service.evaluate.nab import read_scores
+    from service.evaluate.univariate import replay_csv
+
+    rng = np.random.default_rng(0)
+    values = 10 + rng.normal(0, 0.5, 300)
+    values[200] = 40.0
+    future_changed = values.copy()
+    future_changed[250:] = 1000.0  # a wild future must not change any score before it
+
+    def run(vals: np.ndarray, name: str) -> list[str]:
+        src = tmp_path / f"{name}.csv"
+        src.write_text("timestamp,value\n" + "".join(f"{60 * i},{v}\n" for i, v in enumerate(vals)))
+        out = tmp_path / f"{name}-scores.csv"
+        replay_csv(src, out)
+        return out.read_text().splitlines()
+
+    a, b = run(values, "a"), run(future_changed, "b")
+    assert a[: 250 + 1] == b[: 250 + 1]
+    _, detected = read_scores(tmp_path / "a-scores.csv")
+    assert detected[200] and sum(detected[:200]) == 0
