@@ -50,6 +50,7 @@ class NodeHST:
         now = row[self.cols[m]]
         with np.errstate(invalid="ignore"):
             inc = np.where(now >= self.last[m], now - self.last[m], now)
+        inc[np.isnan(self.last[m])] = 0.0
         self.last[m] = np.where(np.isnan(now), self.last[m], now)
         return np.nan_to_num(inc)
 

@@ -51,10 +51,11 @@ class StaticRules:
         hit = np.zeros(self.layout.n_entities, dtype=bool)
         for (cols, thr), hist in zip(self.increase, self.history, strict=True):
             hist[self.k % (WINDOW + 1)] = row[cols]
-            old = hist[(self.k + 1) % (WINDOW + 1)]
+            old = oldest(hist, self.k)
             now = row[cols]
             with np.errstate(invalid="ignore"):
                 inc = np.where(now >= old, now - old, now)  # a drop is a counter reset, as in increase()
+            inc[np.isnan(old)] = 0.0  # increase() needs two samples in the window
             hit |= per_entity(self.layout, cols, np.nan_to_num(inc) > thr)
         self.inc_episodes.step(ts, hit)
         self.k += 1
@@ -62,3 +63,10 @@ class StaticRules:
     def alerts(self) -> list[dict[str, object]]:
         out = [a for _, _, ep in self.level for a in ep.alerts] + self.inc_episodes.alerts
         return sorted(out, key=lambda a: float(a["emitted_at"]))  # type: ignore[arg-type]
+
+
+def oldest(hist: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+    """Per column, the oldest sample still in the 5-minute ring (as increase() starts from it)."""
+    ordered = np.roll(hist, -((k + 1) % len(hist)), axis=0)
+    first = np.argmax(~np.isnan(ordered), axis=0)
+    return ordered[first, np.arange(hist.shape[1])]
