@@ -69,4 +69,4 @@ def oldest(hist: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     """Per column, the oldest sample still in the 5-minute ring (as increase() starts from it)."""
     ordered = np.roll(hist, -((k + 1) % len(hist)), axis=0)
     first = np.argmax(~np.isnan(ordered), axis=0)
-    return ordered[first, np.arange(hist.shape[1])]
+    return np.asarray(ordered[first, np.arange(hist.shape[1])], dtype=np.float64)

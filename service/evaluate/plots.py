@@ -53,8 +53,10 @@ def pick_failure(result: Result) -> Label | None:
     return with_pre[0] if with_pre else None
 
 
-def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Path) -> Path | None:
-    """The failing GPU's signals from an hour before onset to 20 min after the Xid, alerts marked."""
+def window_values(
+    data: Path, f: Label, t0: float, t1: float
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """The failing GPU's timeline metrics between t0 and t1, read from the columnar chunks."""
     series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
     cols = {
         s["name"]: i
@@ -62,7 +64,6 @@ def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Pat
         if s["labels"].get("Hostname") == f.node and s["labels"].get("gpu") == str(f.gpu)
     }
     wanted = [m for m in TIMELINE_METRICS if m in cols]
-    t0, t1 = f.onset_ts - 3600, f.deadline + 1200
     ts_parts, val_parts = [], []
     for chunk in sorted(data.glob("metrics-*.npz")):
         with np.load(chunk) as blob:
@@ -73,7 +74,16 @@ def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Pat
                 val_parts.append(blob["values"][keep][:, [cols[m] for m in wanted]])
     if not ts_parts:
         return None
-    ts, vals = np.concatenate(ts_parts), np.vstack(val_parts)
+    return wanted, np.concatenate(ts_parts), np.vstack(val_parts)
+
+
+def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Path) -> Path | None:
+    """The failing GPU's signals from an hour before onset to 20 min after the Xid, alerts marked."""
+    t0, t1 = f.onset_ts - 3600, f.deadline + 1200
+    found = window_values(data, f, t0, t1)
+    if found is None:
+        return None
+    wanted, ts, vals = found
     minutes = (ts - (f.xid_ts or f.deadline)) / 60
     fig, axes = plt.subplots(len(wanted), 1, figsize=(9, 1.6 * len(wanted) + 1.4), sharex=True)
     anchor = f.xid_ts or f.deadline

@@ -7,6 +7,8 @@ Error counters are Poisson: most GPUs are clean, a few are "leaky" with a low be
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -27,6 +29,20 @@ ERROR_FIELDS = (
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
 )
 IDX = {name: i for i, name in enumerate(GPU_FIELDS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """The tick's physical state of every GPU, from which the fields are read."""
+
+    ph: NDArray[np.int64]
+    busy: NDArray[np.bool_]
+    slow: NDArray[np.float64]
+    util: NDArray[np.float64]
+    power: NDArray[np.float64]
+    hot: NDArray[np.float64]
+    clock: NDArray[np.float64]
+    act: NDArray[np.float64]
 
 
 class GpuModel:
@@ -79,47 +95,72 @@ class GpuModel:
             self.counters["DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"][n, g] += 1
 
     def step(self, phase: NDArray[np.uint8], slots: NDArray[np.int64], eff: Effects) -> NDArray[np.float64]:
-        rng, step = self.rng, self.cfg.step_s
+        """One scrape: every GPU field over nodes x GPUs, shape [fields, nodes, gpus]."""
+        lv = self._levels(phase, slots, eff)
+        self._integrate(lv.power, lv.hot, eff)
+        out = np.empty((len(GPU_FIELDS), *self.shape))
+        for name, arr in {**self._gauges(lv, eff), **self._counters()}.items():
+            out[IDX[name]] = arr
+        return out
+
+    def _levels(self, phase: NDArray[np.uint8], slots: NDArray[np.int64], eff: Effects) -> Levels:
+        """Utilisation from the workload; power from utilisation; temperature lags power; clocks follow."""
+        rng, shape = self.rng, self.shape
         self.job = 0.9 * self.job + rng.normal(0.0, 0.45, len(self.job))
         ph = phase.astype(np.int64)[:, None]
         busy = UTIL[ph] > 0
         slow = (1.0 - eff.job_slow)[:, None]
-        util = np.clip(
-            UTIL[ph] * (1 + 0.004 * self.job[slots][:, None]) + rng.normal(0, 0.6, self.shape) * busy, 0, 100
-        )
+        job = 1 + 0.004 * self.job[slots][:, None]
+        util = np.clip(UTIL[ph] * job + rng.normal(0, 0.6, shape) * busy, 0, 100)
         power = (
-            145.0 + 840.0 * util / 100 * slow + self.off_power + rng.normal(0, 7.0, self.shape)
+            145.0 + 840.0 * util / 100 * slow + self.off_power + rng.normal(0, 7.0, shape)
         ) * eff.power_mult
         target = 27.0 + 0.047 * power + self.off_temp + eff.temp_add
-        self.temp += (target - self.temp) * (1 - np.exp(-step / 90.0)) + rng.normal(0, 0.25, self.shape)
+        self.temp += (target - self.temp) * (1 - np.exp(-self.cfg.step_s / 90.0)) + rng.normal(0, 0.25, shape)
         hot = np.clip((self.temp - 87.0) / 3.0, 0.0, 1.0)
-        clock = np.where(busy, 1965.0, 345.0) * eff.clock_mult * (1 - 0.2 * hot) + rng.normal(
-            0, 4.0, self.shape
-        )
-        act = util / 100 * eff.tensor_mult * slow
-        self._integrate(power, hot, eff)
-        out = np.empty((len(GPU_FIELDS), *self.shape))
-        c, fl = self.counters, self.flags
-        cols = {
-            "DCGM_FI_DEV_GPU_TEMP": np.round(self.temp),  # DCGM reports whole degrees
-            "DCGM_FI_DEV_MEMORY_TEMP": np.round(self.temp + 7.0 + rng.normal(0, 0.3, self.shape)),
-            "DCGM_FI_DEV_POWER_USAGE": np.round(power, 3),
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": np.round(c["energy"]),
-            "DCGM_FI_DEV_GPU_UTIL": np.round(util),
+        clock = np.where(busy, 1965.0, 345.0) * eff.clock_mult * (1 - 0.2 * hot) + rng.normal(0, 4.0, shape)
+        return Levels(ph, busy, slow, util, power, hot, clock, util / 100 * eff.tensor_mult * slow)
+
+    def _gauges(self, lv: Levels, eff: Effects) -> dict[str, NDArray[np.float64]]:
+        """Gauges at the precision dcgm-exporter prints them."""
+        rng, shape = self.rng, self.shape
+
+        def jitter(sd: float) -> NDArray[np.float64]:
+            return 1 + rng.normal(0, sd, shape)
+
+        return {
+            "DCGM_FI_DEV_GPU_TEMP": np.round(self.temp),  # whole degrees
+            "DCGM_FI_DEV_MEMORY_TEMP": np.round(self.temp + 7.0 + rng.normal(0, 0.3, shape)),
+            "DCGM_FI_DEV_POWER_USAGE": np.round(lv.power, 3),
+            "DCGM_FI_DEV_GPU_UTIL": np.round(lv.util),
             "DCGM_FI_DEV_MEM_COPY_UTIL": np.round(
-                np.clip(util * 0.3 + rng.normal(0, 2.5, self.shape) * busy, 0, 100)
+                np.clip(lv.util * 0.3 + rng.normal(0, 2.5, shape) * lv.busy, 0, 100)
             ),
-            "DCGM_FI_DEV_SM_CLOCK": np.round(clock),
-            "DCGM_FI_DEV_MEM_CLOCK": np.full(self.shape, 3996.0),
-            "DCGM_FI_DEV_FB_USED": np.round(FB[ph] + rng.normal(0, 40, self.shape)),
-            "DCGM_FI_PROF_SM_ACTIVE": _ratio(act * 0.82 + rng.normal(0, 0.005, self.shape)),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": _ratio(act * 0.52 + rng.normal(0, 0.005, self.shape)),
-            "DCGM_FI_PROF_DRAM_ACTIVE": _ratio(act * 0.41 + rng.normal(0, 0.005, self.shape)),
-            "DCGM_FI_PROF_PCIE_TX_BYTES": (1.5e9 * util / 100 + 1.8e10 * (ph == 2))
-            * (1 + rng.normal(0, 0.03, self.shape)),
-            "DCGM_FI_PROF_PCIE_RX_BYTES": (1.2e9 * util / 100 + 2.0e10 * (ph == 3))
-            * (1 + rng.normal(0, 0.03, self.shape)),
-            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": 1.0 * ~busy + 32.0 * (hot > 0) + 4.0 * (power > 960),
+            "DCGM_FI_DEV_SM_CLOCK": np.round(lv.clock),
+            "DCGM_FI_DEV_MEM_CLOCK": np.full(shape, 3996.0),
+            "DCGM_FI_DEV_FB_USED": np.round(FB[lv.ph] + rng.normal(0, 40, shape)),
+            "DCGM_FI_PROF_SM_ACTIVE": _ratio(lv.act * 0.82 + rng.normal(0, 0.005, shape)),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": _ratio(lv.act * 0.52 + rng.normal(0, 0.005, shape)),
+            "DCGM_FI_PROF_DRAM_ACTIVE": _ratio(lv.act * 0.41 + rng.normal(0, 0.005, shape)),
+            "DCGM_FI_PROF_PCIE_TX_BYTES": np.round(
+                (1.5e9 * lv.util / 100 + 1.8e10 * (lv.ph == 2)) * jitter(0.03)
+            ),
+            "DCGM_FI_PROF_PCIE_RX_BYTES": np.round(
+                (1.2e9 * lv.util / 100 + 2.0e10 * (lv.ph == 3)) * jitter(0.03)
+            ),
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": 1.0 * ~lv.busy
+            + 32.0 * (lv.hot > 0)
+            + 4.0 * (lv.power > 960),
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": np.round(
+                2.4e5 * lv.util / 100 * eff.bw_mult * lv.slow * jitter(0.02)
+            ),
+            "DCGM_FI_DEV_XID_ERRORS": self.flags["XID"],
+        }
+
+    def _counters(self) -> dict[str, NDArray[np.float64]]:
+        c, fl = self.counters, self.flags
+        return {
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": np.round(c["energy"]),
             "DCGM_FI_DEV_THERMAL_VIOLATION": c["thermal_v"],
             "DCGM_FI_DEV_POWER_VIOLATION": c["power_v"],
             "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": fl["DBE"],
@@ -128,24 +169,8 @@ class GpuModel:
             "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": fl["UNC_ROWS"],
             "DCGM_FI_DEV_ROW_REMAP_PENDING": fl["REMAP_PENDING"],
             "DCGM_FI_DEV_ROW_REMAP_FAILURE": fl["REMAP_FAILURE"],
-            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 2.4e5
-            * util
-            / 100
-            * eff.bw_mult
-            * slow
-            * (1 + rng.normal(0, 0.02, self.shape)),
-            "DCGM_FI_DEV_XID_ERRORS": fl["XID"],
             **{f: c[f] for f in ERROR_FIELDS},
         }
-        for name, arr in cols.items():
-            out[IDX[name]] = arr
-        for name in (
-            "DCGM_FI_PROF_PCIE_TX_BYTES",
-            "DCGM_FI_PROF_PCIE_RX_BYTES",
-            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        ):
-            out[IDX[name]] = np.round(out[IDX[name]])
-        return out
 
     def _integrate(self, power: NDArray[np.float64], hot: NDArray[np.float64], eff: Effects) -> None:
         c, step = self.counters, self.cfg.step_s

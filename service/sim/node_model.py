@@ -22,6 +22,12 @@ IO_PRESSURE = np.array([0.001, 0.004, 0.08, 0.12, 0.001])  # share of time some 
 RPC = 1 << 20  # wsize/rsize: 1 MiB per RPC
 COUNTERS = tuple(name for name, _ in NODE_FIELDS if name.endswith(("_total", "RetransSegs")))
 IDX = {name: i for i, (name, _) in enumerate(NODE_FIELDS)}
+LEAKY_COUNTERS = (
+    "node_infiniband_port_errors_received_total",
+    "node_network_receive_errs_total",
+    "node_network_receive_drop_total",
+    "node_edac_correctable_errors_total",
+)
 
 
 class NodeModel:
@@ -44,17 +50,20 @@ class NodeModel:
             arr[n] = 0.0
 
     def step(self, phase: NDArray[np.uint8], slots: NDArray[np.int64], eff: Effects) -> NDArray[np.float64]:
-        rng, dt, n = self.rng, self.cfg.step_s, self.cfg.nodes
+        """One scrape of every node field, shape [fields, nodes]."""
         ph = phase.astype(np.int64)
-        storm = eff.nfs_storm
-        jitter = 1 + rng.normal(0, 0.03, n)
+        jitter = 1 + self.rng.normal(0, 0.03, self.cfg.nodes)
         cpu = CPU[ph] * jitter
-        write = NFS_WRITE[ph] * np.where(storm, 0.3, 1.0) * jitter
-        read = NFS_READ[ph] * jitter
-        rpcs = (write + read) * dt / RPC
-        backlog = np.where(storm, rng.uniform(300, 900, n), np.where(ph == 2, 12.0, 0.5))
-        qtime = np.where(storm, rng.uniform(0.8, 2.5, n), np.where(ph == 2, 0.015, 0.0005))
-        io_p = np.where(storm, 0.7, IO_PRESSURE[ph]) * jitter
+        self._host(ph, cpu, jitter, eff)
+        self._nfs(ph, eff.nfs_storm, jitter)
+        self._errors()
+        return self._read(ph, cpu)
+
+    def _host(
+        self, ph: NDArray[np.int64], cpu: NDArray[np.float64], jitter: NDArray[np.float64], eff: Effects
+    ) -> None:
+        dt = self.cfg.step_s
+        io_p = np.where(eff.nfs_storm, 0.7, IO_PRESSURE[ph]) * jitter
         ib = IB[ph] * (1 - eff.job_slow) * jitter
         self._add("node_cpu_seconds_total", 224 * cpu * dt)
         self._add("node_pressure_cpu_waiting_seconds_total", (0.002 + 0.02 * cpu) * dt)
@@ -63,6 +72,18 @@ class NodeModel:
         self._add("node_pressure_io_stalled_seconds_total", 0.4 * io_p * dt)
         self._add("node_infiniband_port_data_received_bytes_total", ib * dt)
         self._add("node_infiniband_port_data_transmitted_bytes_total", ib * dt)
+        self._add("node_disk_read_bytes_total", np.where(ph == 1, 4e8, 1e6) * dt * jitter)
+        self._add("node_disk_written_bytes_total", 2e6 * dt * jitter)
+        self._add("node_disk_io_time_seconds_total", np.minimum(1.0, 0.02 + cpu) * dt)
+
+    def _nfs(self, ph: NDArray[np.int64], storm: NDArray[np.bool_], jitter: NDArray[np.float64]) -> None:
+        """Checkpoint traffic over NFS; in a storm the RPC queue explodes while bytes fall."""
+        rng, dt, n = self.rng, self.cfg.step_s, self.cfg.nodes
+        write = NFS_WRITE[ph] * np.where(storm, 0.3, 1.0) * jitter
+        read = NFS_READ[ph] * jitter
+        rpcs = (write + read) * dt / RPC
+        backlog = np.where(storm, rng.uniform(300, 900, n), np.where(ph == 2, 12.0, 0.5))
+        qtime = np.where(storm, rng.uniform(0.8, 2.5, n), np.where(ph == 2, 0.015, 0.0005))
         self._add("node_network_receive_bytes_total", (read + 3e6) * dt)
         self._add("node_network_transmit_bytes_total", (write + 3e6) * dt)
         self._add("node_netstat_Tcp_RetransSegs", rng.poisson(np.where(storm, 400.0, 2.0 + rpcs * 0.001)))
@@ -76,25 +97,24 @@ class NodeModel:
         )
         self._add("node_mountstats_nfs_write_bytes_total", write * dt)
         self._add("node_mountstats_nfs_read_bytes_total", read * dt)
-        self._add("node_disk_read_bytes_total", np.where(ph == 1, 4e8, 1e6) * dt * jitter)
-        self._add("node_disk_written_bytes_total", 2e6 * dt * jitter)
-        self._add("node_disk_io_time_seconds_total", np.minimum(1.0, 0.02 + cpu) * dt)
-        for name in (
-            "node_infiniband_port_errors_received_total",
-            "node_network_receive_errs_total",
-            "node_network_receive_drop_total",
-            "node_edac_correctable_errors_total",
-        ):
+
+    def _errors(self) -> None:
+        """Benign background: most nodes almost never, 10% "leaky" ones now and then."""
+        rng, n = self.rng, self.cfg.nodes
+        for name in LEAKY_COUNTERS:
             self._add(name, rng.poisson(self.leaky))
         self._add("node_infiniband_link_downed_total", rng.poisson(np.full(n, 2e-5)))
         self._add("node_infiniband_link_error_recovery_total", rng.poisson(np.full(n, 5e-5)))
+
+    def _read(self, ph: NDArray[np.int64], cpu: NDArray[np.float64]) -> NDArray[np.float64]:
+        """What node-exporter prints: whole bytes and packets, microsecond seconds."""
+        rng, n = self.rng, self.cfg.nodes
         out = np.empty((len(NODE_FIELDS), n))
-        for name in COUNTERS:  # what /proc shows: whole bytes and packets, microsecond seconds
+        for name in COUNTERS:
             out[IDX[name]] = np.round(self.c[name], 6 if "seconds" in name else 0)
         out[IDX["node_load1"]] = np.round(224 * cpu + rng.normal(0, 1.0, n), 2)
-        out[IDX["node_memory_MemAvailable_bytes"]] = (
-            2.0e12 - 1.2e12 * (ph > 0) * (ph < 4) + rng.normal(0, 5e9, n)
-        )
+        in_use = 1.2e12 * ((ph > 0) & (ph < 4))
+        out[IDX["node_memory_MemAvailable_bytes"]] = np.round(2.0e12 - in_use + rng.normal(0, 5e9, n), -3)
         out[IDX["node_hwmon_temp_celsius"]] = np.round(42.0 + 25 * cpu + rng.normal(0, 0.5, n))
         return out
 
