@@ -15,14 +15,23 @@ from matplotlib.lines import Line2D
 from service.evaluate.match import Detection, Label, Result, entity_matches
 
 SYSTEM_COLOURS = ("tab:green", "tab:brown", "tab:olive", "tab:purple", "tab:cyan", "tab:pink")
-TIMELINE_METRICS = (
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_SM_CLOCK",
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-)
+COMMON_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK")
+_ECC = ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS")
+TYPE_METRICS = {  # the failure type's own precursor signals, by type-name prefix
+    "xid79": ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",),
+    "xid48": _ECC,
+    "xid94": _ECC,
+    "xid95": _ECC,
+    "xid63": _ECC,
+    "xid64": _ECC,
+    "xid74": (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    ),
+    "xid119": ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",),
+    "thermal": ("DCGM_FI_DEV_THERMAL_VIOLATION",),
+    "straggler": ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",),
+}
 
 
 def lead_times(results: dict[str, Result], path: Path) -> Path:
@@ -63,7 +72,7 @@ def window_values(
         for i, s in enumerate(series)
         if s["labels"].get("Hostname") == f.node and s["labels"].get("gpu") == str(f.gpu)
     }
-    wanted = [m for m in TIMELINE_METRICS if m in cols]
+    wanted = [m for m in (*COMMON_METRICS, *TYPE_METRICS.get(f.type.split("_")[0], ())) if m in cols]
     ts_parts, val_parts = [], []
     for chunk in sorted(data.glob("metrics-*.npz")):
         with np.load(chunk) as blob:
@@ -89,11 +98,12 @@ def timeline(data: Path, f: Label, alerts: dict[str, list[Detection]], path: Pat
     anchor = f.xid_ts or f.deadline
     colours = dict(zip(alerts, SYSTEM_COLOURS, strict=False))
     for ax, m, y in zip(np.atleast_1d(axes), wanted, vals.T, strict=True):
-        counter = "COUNTER" in m or "TOTAL" in m
+        counter = any(k in m for k in ("COUNTER", "TOTAL", "ROWS", "VIOLATION"))
         ax.plot(
             minutes[1:] if counter else minutes, np.diff(y) if counter else y, color="tab:blue", linewidth=1
         )
-        ax.set_ylabel(m.replace("DCGM_FI_DEV_", "").lower() + ("/scrape" if counter else ""), fontsize=7)
+        short = m.split("_FI_")[-1].removeprefix("DEV_").removesuffix("_COUNT_TOTAL").lower()
+        ax.set_ylabel(short + ("/scrape" if counter else ""), fontsize=7)
         ax.axvline((f.onset_ts - anchor) / 60, color="black", linestyle="--")
         ax.axvline(0, color="red", linewidth=2)
         for name, dets in alerts.items():
