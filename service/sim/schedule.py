@@ -29,7 +29,7 @@ class Phase(IntEnum):
 @dataclass(frozen=True, slots=True)
 class BenignEvent:
     type: str  # job_start, job_stop, checkpoint, job_restart, planned_drain, exporter_restart, reboot
-    node: str  # "*" for a whole job
+    node: str  # a host, or the comma-separated node indices of a whole job
     ts: float
     end_ts: float
 
@@ -88,7 +88,7 @@ def _run_job(
     big: bool,
 ) -> None:
     """One job from k0 to k1: load, run with checkpoints, occasional restarts from checkpoint."""
-    who = "*" if big else ",".join(str(c) for c in cols)
+    who = ",".join(str(c) for c in cols)
     sched.events.append(BenignEvent("job_start", who, cfg.ts(k0), cfg.ts(k0 + _ticks(cfg, 240))))
     if k1 < cfg.ticks:
         sched.events.append(BenignEvent("job_stop", who, cfg.ts(k1), cfg.ts(k1 + 1)))
@@ -114,7 +114,8 @@ def restart(cfg: SimConfig, sched: Schedule, cols: NDArray[np.int64], at: int, u
     live = cols[running]
     sched.phase[at : min(until, at + down), live] = Phase.IDLE
     sched.phase[at + down : min(until, at + down + load), live] = Phase.LOAD
-    sched.events.append(BenignEvent("job_restart", "*", cfg.ts(at), cfg.ts(at + down + load)))
+    who = ",".join(str(c) for c in cols)
+    sched.events.append(BenignEvent("job_restart", who, cfg.ts(at), cfg.ts(at + down + load)))
 
 
 def drain(cfg: SimConfig, sched: Schedule, node: int, at: int, hours: float, why: str) -> None:
