@@ -91,10 +91,14 @@ class KafkaSink:
 
     def __init__(self, sim: ClusterSim, bootstrap: str, metrics_topic: str, logs_topic: str) -> None:
         from aiokafka import AIOKafkaProducer
+        from aiokafka.partitioner import DefaultPartitioner
 
         self.encoder = AdapterEncoder(sim.series)
         self.keys = [(lab.get("Hostname") or lab["instance"].split(":")[0]).encode() for _, lab in sim.series]
         self.topics = (metrics_topic, logs_topic)
+        self.partitioner = DefaultPartitioner()
+        self.partitions: dict[str, list[int]] = {}
+        self.partition_of: dict[bytes, int] = {}  # keyed as Kafka's default partitioner would
         self.loop = asyncio.new_event_loop()  # its own loop: the simulator's tick loop is synchronous
 
         async def start() -> AIOKafkaProducer:
@@ -110,12 +114,33 @@ class KafkaSink:
     async def _send(self, frame: Frame) -> None:
         present = np.flatnonzero(~np.isnan(frame.values)).tolist()
         lines = self.encoder.encode(frame.ts, frame.values).splitlines()
-        stamp = int(frame.ts * 1000)
-        for i, line in zip(present, lines, strict=True):
-            await self.producer.send(self.topics[0], line, key=self.keys[i], timestamp_ms=stamp)
+        await self._send_batches(
+            self.topics[0], [(self.keys[i], line) for i, line in zip(present, lines, strict=True)], frame.ts
+        )
         for ts, line in frame.logs:
-            host = line.split(b" ")[3] if b"  " not in line[:7] else line.split(b" ")[4]
+            host = line.split()[3]  # RFC3164: Mmm dd hh:mm:ss HOST ...
             await self.producer.send(self.topics[1], line, key=host, timestamp_ms=int(ts * 1000))
+
+    async def _send_batches(self, topic: str, records: list[tuple[bytes, bytes]], ts: float) -> None:
+        """One producer batch per partition and scrape: far cheaper than one send() per sample."""
+        if topic not in self.partitions:
+            self.partitions[topic] = sorted(await self.producer.partitions_for(topic))
+        parts = self.partitions[topic]
+        by_part: dict[int, list[tuple[bytes, bytes]]] = {}
+        for key, value in records:
+            p = self.partition_of.get(key)
+            if p is None:
+                p = self.partition_of[key] = int(self.partitioner(key, parts, parts))
+            by_part.setdefault(p, []).append((key, value))
+        stamp = int(ts * 1000)
+        for p, recs in by_part.items():
+            batch = self.producer.create_batch()
+            for key, value in recs:
+                if batch.append(key=key, value=value, timestamp=stamp) is None:
+                    await self.producer.send_batch(batch, topic, partition=p)
+                    batch = self.producer.create_batch()
+                    batch.append(key=key, value=value, timestamp=stamp)
+            await self.producer.send_batch(batch, topic, partition=p)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.producer.flush())

@@ -1,4 +1,4 @@
-"""`prexid simulate --format kafka` on a real broker: every sample and kernel line arrives, keyed by node."""
+"""`prexid simulate --format kafka` on a real broker: every sample arrives, partitioned by its node key."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer
+from aiokafka.partitioner import DefaultPartitioner
 from kafka_broker import TopicFactory
 
 from service.decode.prom_kafka_adapter import decode
@@ -41,7 +42,7 @@ async def _drain(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0
 async def test_simulator_produces_every_sample_to_kafka_keyed_by_node(
     kafka_bootstrap: str, kafka_topics: TopicFactory, tmp_path: Path
 ) -> None:
-    metrics, logs = await kafka_topics("sim-metrics", "sim-logs")
+    metrics, logs = await kafka_topics("sim-metrics", "sim-logs", partitions=3)
     args = argparse.Namespace(
         out=tmp_path, nodes=CFG.nodes, gpus=CFG.gpus, days=CFG.days, seed=CFG.seed,
         failures_per_day=CFG.failures_per_day, format="kafka", bootstrap=kafka_bootstrap,
@@ -53,6 +54,10 @@ async def test_simulator_produces_every_sample_to_kafka_keyed_by_node(
     assert len(records) == expected
     keys = Counter(r.key for r in records)  # type: ignore[attr-defined]
     assert set(keys) == {b"node-00", b"node-01"}
+    placed = {(r.key, r.partition) for r in records}  # type: ignore[attr-defined]
+    assert len(placed) == 2, "each node's samples stay in one partition, in order"
+    partitioner = DefaultPartitioner()
+    assert all(p == partitioner(k, [0, 1, 2], [0, 1, 2]) for k, p in placed)
     first = records[0]
     (sample,) = decode(first.value, first.timestamp / 1000)  # type: ignore[attr-defined]
     assert sample.ts == pytest.approx(first.timestamp / 1000)  # type: ignore[attr-defined]
