@@ -25,7 +25,7 @@ from service.cli import build
 from service.decode.syslog import decode as decode_syslog
 from service.decode.types import DecodeError
 from service.models import Alert
-from service.processor import Message, Processor
+from service.processor import Message, Output, Processor
 from service.settings import Settings
 from service.sim.command import progress
 
@@ -50,36 +50,64 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         console.print(f"scored {n} points of {args.csv} -> {args.out}")
         return 0
     _state, processor = build(settings)
-    with args.out.open("wb") as out:
-        writer = AlertWriter(out)
-        data: Path | None = args.data
-        if data is not None and (data / "series.jsonl").exists():
-            baselines = None
-            if args.baselines:
-                from service.baselines.runner import BaselineRunner
-
-                baselines = BaselineRunner(data, args.out.parent)
-            n = replay_columnar(data, processor, writer, console, baselines)
-            if baselines is not None:
-                baselines.close()
+    columnar, metrics = _inputs(args)
+    dead_path = args.out.with_suffix(".dead-letters.jsonl")
+    with args.out.open("wb") as out, dead_path.open("wb") as dead:
+        writer = AlertWriter(out, dead)
+        if columnar:
+            n = _replay_with_baselines(args.data, args.baselines, args.out.parent, processor, writer, console)
         else:
-            metrics = args.metrics or (data / "metrics.jsonl" if data else None)
-            logs = args.logs or (data / "kernel.log" if data else None)
-            if metrics is None:
-                raise SystemExit("replay needs a simulate directory or --metrics FILE")
+            logs = args.logs or (args.data / "kernel.log" if args.data else None)
             n = replay_wire(metrics, logs, processor, writer, console)
+    if writer.dead:
+        console.print(f"[red]{writer.dead} unreadable messages[/red] -> {dead_path} (with reasons)")
     console.print(f"{n} scrapes replayed, {writer.count} alert messages -> {args.out}")
     return 0
 
 
-class AlertWriter:
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out, self.count = out, 0
+def _inputs(args: argparse.Namespace) -> tuple[bool, Path]:
+    """Columnar directory or a metrics file; a clear error when neither is there."""
+    data: Path | None = args.data
+    if data is not None and (data / "series.jsonl").exists():
+        return True, data
+    if args.baselines:
+        raise SystemExit("replay: --baselines needs a columnar `prexid simulate` directory")
+    metrics = args.metrics or (data / "metrics.jsonl" if data else None)
+    if metrics is None or not metrics.exists():
+        raise SystemExit(f"replay: no series.jsonl or metrics.jsonl in {data} (or give --metrics FILE)")
+    return False, metrics
 
-    def write(self, alerts: list[Alert], emitted_at: float) -> None:
-        for alert in alerts:
+
+def _replay_with_baselines(
+    data: Path, baselines: bool, out_dir: Path, processor: Processor, writer: AlertWriter, console: Console
+) -> int:
+    from service.baselines.runner import BaselineRunner
+
+    runner = BaselineRunner(data, out_dir) if baselines else None
+    n = replay_columnar(data, processor, writer, console, runner)
+    if runner is not None:
+        runner.close()
+    return n
+
+
+class AlertWriter:
+    """Alerts as JSON lines with `emitted_at`; messages that could not be read go to a dead-letter file."""
+
+    def __init__(self, out: IO[bytes], dead: IO[bytes]) -> None:
+        self.out, self.dead_out = out, dead
+        self.count = self.dead = 0
+
+    def write(self, output: Output, emitted_at: float) -> list[Alert]:
+        for alert in output.alerts:
             self.out.write(orjson.dumps({**alert.model_dump(mode="json"), "emitted_at": emitted_at}) + b"\n")
-        self.count += len(alerts)
+        for dl in output.dead_letters:
+            record = {"reason": dl.reason, "detail": dl.detail, "source": dl.message.topic}
+            self.dead_out.write(
+                orjson.dumps({**record, "payload": dl.message.payload.decode(errors="replace")}) + b"\n"
+            )
+        self.count += len(output.alerts)
+        self.dead += len(output.dead_letters)
+        return output.alerts
 
 
 class LogFeed:
@@ -128,16 +156,16 @@ def replay_columnar(
                 logs.prime(float(ts_arr[0]))
             for ts, row in zip(ts_arr.tolist(), values, strict=True):
                 present = ~np.isnan(row)
-                alerts = processor.process([], logs.until(ts)).alerts  # lines stamped before this scrape
-                alerts += pipe.ingest_columns(ids[present], np.full(int(present.sum()), ts), row[present])
+                out = processor.process([], logs.until(ts))  # lines stamped before this scrape
+                out.alerts += pipe.ingest_columns(ids[present], np.full(int(present.sum()), ts), row[present])
                 pipe.samples_seen += int(present.sum())
-                writer.write(alerts, ts)
+                writer.write(out, ts)
                 last = ts
                 if baselines is not None:
                     baselines.observe(ts, row)  # type: ignore[attr-defined]
                 n += 1
             bar.advance(task)
-    writer.write(processor.process([], logs.until(np.inf)).alerts, last + 15.0)
+    writer.write(processor.process([], logs.until(np.inf)), last + 15.0)
     return n
 
 
@@ -158,12 +186,11 @@ def replay_wire(
         for ts, batch, nbytes in _scrapes(f):
             if n == 0:
                 logs.prime(ts)
-            alerts = processor.process([], logs.until(ts)).alerts  # lines stamped before this scrape
-            alerts += processor.process(batch, []).alerts
-            writer.write(alerts, ts)
+            writer.write(processor.process([], logs.until(ts)), ts)  # lines stamped before this scrape
+            writer.write(processor.process(batch, []), ts)
             n += 1
             bar.advance(task, nbytes)
-        writer.write(processor.process([], logs.until(np.inf)).alerts, ts if n else 0.0)
+        writer.write(processor.process([], logs.until(np.inf)), ts if n else 0.0)
     return n
 
 

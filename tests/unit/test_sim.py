@@ -99,3 +99,24 @@ def test_wire_and_columnar_replays_give_the_same_alerts(tmp_path: Path) -> None:
     wire = replay(tmp_path / "wire", tmp_path / "wire.jsonl")
     assert columnar == wire
     assert any(kind == "xid" for kind, *_ in columnar)
+
+
+def test_replay_dead_letters_unreadable_lines_with_their_reason_and_keeps_the_rest(tmp_path: Path) -> None:
+    series = [("DCGM_FI_DEV_GPU_TEMP", {"gpu": "0", "Hostname": "node-00"})]
+    good = AdapterEncoder(series).encode(SMALL.start, np.array([61.0]))
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_bytes(good + b'{"timestamp":"2026-12-02T10:00:15Z","value":"x","name":"A","labels":{}}\n')
+    args = argparse.Namespace(
+        data=None, metrics=metrics, logs=None, out=tmp_path / "a.jsonl", baselines=False, csv=None
+    )
+    cmd_replay(args, Settings())
+    (dead,) = [orjson.loads(x) for x in (tmp_path / "a.dead-letters.jsonl").read_bytes().splitlines()]
+    assert dead["reason"] == "bad_value" and '"value":"x"' in dead["payload"]
+
+
+def test_replay_refuses_a_directory_without_data_with_a_clear_message(tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        data=tmp_path, metrics=None, logs=None, out=tmp_path / "a.jsonl", baselines=False, csv=None
+    )
+    with pytest.raises(SystemExit, match=r"no series\.jsonl or metrics\.jsonl"):
+        cmd_replay(args, Settings())
