@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -76,10 +76,12 @@ def normalised(
 
 
 def _time(text: str) -> float:
+    """Epoch seconds, or ISO 8601 as NAB writes it (`2013-12-10 06:25:00.000000`); naive times are UTC."""
     try:
         return float(text)
     except ValueError:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
 
 def read_scores(path: Path) -> tuple[list[float], list[bool]]:

@@ -142,3 +142,13 @@ def test_univariate_replay_scores_each_point_from_past_data_only(tmp_path: Path)
     assert a[: 250 + 1] == b[: 250 + 1]
     _, detected = read_scores(tmp_path / "a-scores.csv")
     assert detected[200] and sum(detected[:200]) == 0
+
+
+def test_nab_windows_file_in_nabs_own_format_reads_as_utc(tmp_path: Path) -> None:
+    from service.evaluate.nab import read_windows
+
+    path = tmp_path / "combined_windows.json"
+    path.write_text(
+        '{"realKnownCause/x.csv": [["2013-12-10 06:25:00.000000", "2013-12-12 05:35:00.000000"]]}'
+    )
+    assert read_windows(path) == [(1386656700.0, 1386826500.0)]
