@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from service.sim.config import SimConfig
+from service.sim.wire import host
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +93,6 @@ def draw_failures(cfg: SimConfig, rng: np.random.Generator, checkpoints: list[fl
 
 
 def _failure(fid: str, t: FaultType, node: int, gpu: int, event: float, pre: float, has: bool) -> Failure:
-    from service.sim.wire import host
-
     onset = event - pre
     if t.xid_codes:
         return Failure(fid, t.name, host(node), gpu, onset, event, t.xid_codes[0], has, event, node)
