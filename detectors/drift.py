@@ -88,13 +88,11 @@ class DriftCusum:
         a_ref = np.maximum(1.0 - np.exp2(-dt / self.ref_half_life_s), count_alpha)
         a_noise = np.maximum(1.0 - np.exp2(-dt / self.noise_half_life_s), count_alpha)
         step = np.abs(x - prev)
-        new_absdiff = np.where(
-            np.isfinite(step), absdiff + a_noise * (np.minimum(step, 4.0 * sigma) - absdiff), absdiff
-        )
+        warm = n < self.warmup  # noise is learned unclipped until then, so a first dip cannot pin it near 0
+        step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
+        new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
         upd = ok & ~first
-        warm = n < self.warmup  # a plain running mean until then: one early dip must not bias the reference
-        ref_step = np.where(warm, x - ref, z * sigma)
-        st["ref"][ids] = np.where(first, x, np.where(upd, ref + a_ref * ref_step, ref))
+        st["ref"][ids] = np.where(first, x, np.where(upd, ref + a_ref * z * sigma, ref))
         st["hi"][ids] = np.where(judged, hi, st["hi"][ids])
         st["lo"][ids] = np.where(judged, lo, st["lo"][ids])
         st["absdiff"][ids] = np.where(upd, new_absdiff, absdiff)
