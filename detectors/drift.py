@@ -5,10 +5,11 @@ temperature rising 1 °C an hour, SBE growth or a clock sagging over hours never
 CUSUM accumulates small, persistent deviations from a reference that moves ~12x slower instead.
 
 Noise is measured from first differences (EWMA of |Δx|), which a creep barely changes; deviations are
-winsorised at `clip_sigmas` before they are summed, so one checkpoint dip adds at most a few units and
-only a sustained shift builds up. The CUSUM height is calibrated against the series' own history.
-A level that has held for `max_run_s` (a job phase change, a new steady temperature) becomes the new
-reference: the sums restart there, so one change is evidence for an hour, not until the slow
+winsorised at `clip_sigmas` before they are summed, and a sample more than `jump_sigmas` away is a
+jump (a checkpoint dip, a job restart to idle), the level detector's business: it leaves the sums and
+the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is calibrated against the series' own history.
+A level that has held for `max_run_s` (a job phase change, a new steady temperature, a jump that
+stayed) becomes the new reference: the sums restart there, so one change is evidence for an hour, not until the slow
 reference has caught up.
 
 >>> import numpy as np
@@ -23,10 +24,12 @@ reference has caught up.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
 from detectors.calibration import TailCalibrator
 
+Mask = NDArray[np.bool_]
 _DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
 
@@ -41,6 +44,7 @@ class DriftCusum:
         noise_half_life_s: float = 3600.0,
         slack: float = 0.5,
         clip_sigmas: float = 3.0,
+        jump_sigmas: float = 8.0,
         warmup: int = 60,
         max_run_s: float = 3600.0,
         rel_floor: float = 0.002,
@@ -50,12 +54,22 @@ class DriftCusum:
         self.noise_half_life_s = noise_half_life_s
         self.slack = slack
         self.clip_sigmas = clip_sigmas
+        self.jump_sigmas = jump_sigmas
         self.warmup = warmup
         self.max_run_s = max_run_s
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         self.state = SeriesState(
-            {"ref": np.nan, "absdiff": 0.0, "prev": np.nan, "hi": 0.0, "lo": 0.0, "n": 0.0, "last_ts": -np.inf, "since": np.nan}
+            {
+                "ref": np.nan,
+                "absdiff": 0.0,
+                "prev": np.nan,
+                "hi": 0.0,
+                "lo": 0.0,
+                "n": 0.0,
+                "last_ts": -np.inf,
+                "since": np.nan,
+            }
         )
         self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
 
@@ -77,10 +91,12 @@ class DriftCusum:
         dt = np.where(np.isfinite(last), ts - last, 0.0)
         sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * np.abs(ref), self.abs_floor))
         with np.errstate(invalid="ignore"):
-            z = np.clip((x - ref) / sigma, -self.clip_sigmas, self.clip_sigmas)
+            z_raw = (x - ref) / sigma
+        z = np.clip(z_raw, -self.clip_sigmas, self.clip_sigmas)
         hi = np.maximum(0.0, st["hi"][ids] + z - self.slack)
         lo = np.maximum(0.0, st["lo"][ids] - z - self.slack)
-        judged = ok & (n >= self.warmup)
+        jump = ok & (n >= self.warmup) & (np.abs(z_raw) > self.jump_sigmas)
+        judged = ok & (n >= self.warmup) & ~jump
         height = np.where(judged, np.maximum(hi, lo), np.nan)
         p = self.calibrator.score(ids, height)
 
@@ -91,24 +107,24 @@ class DriftCusum:
         warm = n < self.warmup  # noise is learned unclipped until then, so a first dip cannot pin it near 0
         step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
         new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
-        upd = ok & ~first
+        upd = ok & ~first & ~jump
         st["ref"][ids] = np.where(first, x, np.where(upd, ref + a_ref * z * sigma, ref))
         st["hi"][ids] = np.where(judged, hi, st["hi"][ids])
         st["lo"][ids] = np.where(judged, lo, st["lo"][ids])
         st["absdiff"][ids] = np.where(upd, new_absdiff, absdiff)
-        self._restart_long_runs(ids, ts, x, judged, height)
+        off = jump | (judged & (height > self.calibrator.threshold))
+        self._restart_long_runs(ids, ts, x, ok & (n >= self.warmup), off)
         st["prev"][ids] = np.where(ok, x, prev)
         st["n"][ids] = np.where(ok, n + 1.0, n)
         st["last_ts"][ids] = np.where(ok, ts, last)
         return p
 
-    def _restart_long_runs(self, ids: Ids, ts: Floats, x: Floats, judged: Floats, height: Floats) -> None:
-        """Re-baseline series whose CUSUM has stayed above the calibrator's threshold for `max_run_s`."""
+    def _restart_long_runs(self, ids: Ids, ts: Floats, x: Floats, seen: Mask, off: Mask) -> None:
+        """Re-baseline series that have been off their reference (high CUSUM or jumped) for `max_run_s`."""
         st = self.state
         since = st["since"][ids]
-        high = judged & (height > self.calibrator.threshold)
-        since = np.where(high, np.where(np.isnan(since), ts, since), np.where(judged, np.nan, since))
-        restart = high & (ts - since >= self.max_run_s)
+        since = np.where(off, np.where(np.isnan(since), ts, since), np.where(seen, np.nan, since))
+        restart = off & (ts - since >= self.max_run_s)
         st["since"][ids] = np.where(restart, np.nan, since)
         if restart.any():
             gone = ids[restart]

@@ -5,7 +5,8 @@ learns how often it repeats its previous value (a decayed Beta estimate q); a ru
 probability q**r if repeats were independent, which is the evidence. A series that is flat by nature
 (link width, a pinned clock) learns q close to 1 and never scores, and a series is only judged once
 it has moved for `warmup` samples before its current run; the repeats of a run are learned as
-they happen, so a series that stays stuck for hours slowly becomes "flat by nature" too.
+they happen, so a series that stays stuck for hours slowly becomes "flat by nature" too. Exact zeros
+never count as repeats: an idle GPU's utilisation or an unused link's traffic rests at 0 by nature.
 
 >>> import numpy as np
 >>> det = Flatline()
@@ -65,7 +66,9 @@ class Flatline:
         st = self.state
         prev, run, hits, seen, n = (st[k][ids] for k in ("prev", "run", "hits", "seen", "n"))
         ok = np.isfinite(x) & (ts > st["last_ts"][ids])
-        same = ok & (x == prev)
+        same = (
+            ok & (x == prev) & (x != 0.0)
+        )  # zero is a resting value (idle GPU, no traffic), not a stuck one
         run = np.where(same, run + 1.0, np.where(ok, 0.0, run))
         q = hits / seen
         judged = ok & (n - run >= self.warmup) & (run >= self.min_repeats)  # it moved before this run

@@ -28,7 +28,7 @@ class RiverNodeAnomaly:
     name = "river_hst"
 
     def __init__(self, n_trees: int = 10, height: int = 6, window_size: int = 40, seed: int = 7) -> None:
-        self.params = {"n_trees": n_trees, "height": height, "window_size": window_size, "seed": seed}
+        self.n_trees, self.height, self.window_size, self.seed = n_trees, height, window_size, seed
         self.warmup = 2 * window_size  # HST scores nothing useful before its first reference window
         self.state = SeriesState({"node": -1.0, "last": np.nan})
         self.models: dict[int, Any] = {}
@@ -74,7 +74,9 @@ class RiverNodeAnomaly:
         feats.update(zip(ids[mine].tolist(), x[mine].tolist(), strict=True))
         model = self.models.get(n)
         if model is None:
-            model = self.models[n] = preprocessing.MinMaxScaler() | anomaly.HalfSpaceTrees(**self.params)
+            model = self.models[n] = preprocessing.MinMaxScaler() | anomaly.HalfSpaceTrees(
+                n_trees=self.n_trees, height=self.height, window_size=self.window_size, seed=self.seed
+            )
         named = {str(k): v for k, v in feats.items()}
         score = float(model.score_one(named))
         model.learn_one(named)

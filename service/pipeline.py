@@ -16,6 +16,7 @@ import numpy as np
 from detectors.bank import DetectorBank, Evidence
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
+from detectors.peer import PeerGroups
 from detectors.signals import Family
 from detectors.xid_catalog import xid_info
 from service.decode.types import RawSample
@@ -29,6 +30,7 @@ class PipelineConfig:
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     max_series: int = 2_000_000
+    multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
 
@@ -41,7 +43,8 @@ class Pipeline:
     def __init__(self, config: PipelineConfig | None = None) -> None:
         self.config = config or PipelineConfig()
         self.registry = SeriesRegistry(max_series=self.config.max_series)
-        self.bank = DetectorBank()
+        self.bank = DetectorBank(multivariate=self.config.multivariate)
+        self.peer_groups = PeerGroups()
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
         self.watermark = -np.inf
@@ -62,6 +65,7 @@ class Pipeline:
         if len(reg) > before:
             new = np.arange(before, len(reg), dtype=np.int64)
             self.bank.set_kinds(new, reg.kind_of[new])
+            self._set_groups(new)
         kept = ids >= 0
         if not kept.all():
             ids, ts, values = ids[kept], ts[kept], values[kept]
@@ -84,10 +88,33 @@ class Pipeline:
             self.watermark = max(self.watermark, float(finite.max()) - self.config.lateness_s)
         return self.advance(self.watermark)
 
+    def _set_groups(self, new: np.ndarray) -> None:
+        """Tell the bank each new series' peer group and node (registration time, not per sample)."""
+        reg, groups = self.registry, self.peer_groups
+        peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
+        for i, sid in enumerate(new.tolist()):
+            ent = reg.entities[int(reg.entity_of[sid])]
+            peer[i] = groups.group_of(reg.names[sid], reg.labels[sid], ent.node, ent.gpu)
+            node[i] = groups.node_of(ent.node)
+        self.bank.set_groups(new, peer, node)
+
+    def _ingest_silence(self, tick: float) -> None:
+        """Staleness evidence for series that stopped reporting, in the liveness family of their entity."""
+        ids, p = self.bank.sweep(tick)
+        if len(ids) == 0:
+            return
+        fam = np.full(len(ids), Family.LIVENESS, dtype=np.uint8)
+        self.fusion.ingest(
+            Evidence(ids, np.full(len(ids), tick), np.full(len(ids), np.nan), p),
+            self.registry.entity_of[ids],
+            fam,
+        )
+
     def advance(self, watermark: float) -> list[Alert]:
         tick = self.fusion.due_tick(watermark)
         if tick is None:
             return []
+        self._ingest_silence(tick)
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
         return [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]

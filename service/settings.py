@@ -34,12 +34,14 @@ class DetectionSettings(BaseModel):
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
+    multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
 
     def pipeline_config(self, cluster: str) -> PipelineConfig:
         return PipelineConfig(
             cluster=cluster,
             lateness_s=self.lateness_s,
             max_series=self.max_series,
+            multivariate=self.multivariate,
             fusion=FusionConfig(step_s=self.step_s),
             lifecycle=LifecycleConfig(
                 fire=self.fire_threshold,
