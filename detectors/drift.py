@@ -7,10 +7,10 @@ CUSUM accumulates small, persistent deviations from a reference that moves ~12x 
 Noise is measured from first differences (EWMA of |Δx|), which a creep barely changes; deviations are
 winsorised at `clip_sigmas` before they are summed, and a sample more than `jump_sigmas` away is a
 jump (a checkpoint dip, a job restart to idle), the level detector's business: it leaves the sums and
-the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is calibrated against the series' own history.
-A level that has held for `max_run_s` (a job phase change, a new steady temperature, a jump that
-stayed) becomes the new reference: the sums restart there, so one change is evidence for an hour, not until the slow
-reference has caught up.
+the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is
+calibrated against the series' own history. A level that has held for `max_run_s` (a job phase
+change, a new steady temperature, a jump that stayed) becomes the new reference: the sums restart
+there, so one change is evidence for an hour, not until the slow reference has caught up.
 
 >>> import numpy as np
 >>> det = DriftCusum()
