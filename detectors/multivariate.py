@@ -3,7 +3,8 @@
 The per-series detectors see one metric at a time; a node whose metrics are each within range but
 whose *combination* is new (hot yet idle, busy yet cold) needs a joint model. One river pipeline
 (MinMaxScaler | HalfSpaceTrees) per node learns the node's latest-value vector once per batch; its
-score is calibrated per node like every other score. The evidence is attributed to the node's sample
+score, as -log(1 - score) since HST's scores crowd just below 1, is calibrated per node like every
+other. The evidence is attributed to the node's sample
 that moved most since its previous value, so it lands in one signal family, not in all of them.
 
 This runs Python per node per batch (river is per-sample by design), which is why it is off by
@@ -27,14 +28,14 @@ class RiverNodeAnomaly:
 
     name = "river_hst"
 
-    def __init__(self, n_trees: int = 10, height: int = 6, window_size: int = 40, seed: int = 7) -> None:
+    def __init__(self, n_trees: int = 25, height: int = 8, window_size: int = 100, seed: int = 7) -> None:
         self.n_trees, self.height, self.window_size, self.seed = n_trees, height, window_size, seed
         self.warmup = 2 * window_size  # HST scores nothing useful before its first reference window
         self.state = SeriesState({"node": -1.0, "last": np.nan})
         self.models: dict[int, Any] = {}
         self.features: dict[int, dict[int, float]] = {}
         self.learned: dict[int, int] = {}
-        self.calibrator = TailCalibrator(threshold=0.5, prior_rate=0.05, prior_mean_excess=0.1)
+        self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.1, prior_mean_excess=0.3)
 
     def set_nodes(self, ids: Ids, nodes: Ids) -> None:
         if len(ids):
@@ -78,7 +79,7 @@ class RiverNodeAnomaly:
                 n_trees=self.n_trees, height=self.height, window_size=self.window_size, seed=self.seed
             )
         named = {str(k): v for k, v in feats.items()}
-        score = float(model.score_one(named))
+        score = -np.log1p(-min(float(model.score_one(named)), 1.0 - 1e-12))  # HST saturates near 1
         model.learn_one(named)
         self.learned[n] = self.learned.get(n, 0) + 1
         return score if self.learned[n] > self.warmup else float("nan")

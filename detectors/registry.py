@@ -17,6 +17,7 @@ from detectors.flatline import Flatline
 from detectors.multivariate import RiverNodeAnomaly
 from detectors.peer import PeerDeviation
 from detectors.robust import RobustDeviation
+from detectors.signals import Kind
 from detectors.staleness import Staleness
 
 
@@ -24,6 +25,7 @@ from detectors.staleness import Staleness
 class Registered:
     make: Callable[[], Detector]
     finds: str  # the fault shape it exists for
+    reads: Kind = Kind.GAUGE  # the kind of series it is meant for
     cheap: bool = True  # pure numpy over arrays (False: per-node Python, optional)
 
 
@@ -33,7 +35,9 @@ REGISTRY: dict[str, Registered] = {
     Flatline.name: Registered(Flatline, "a value stuck at one reading"),
     Staleness.name: Registered(Staleness, "a series or a whole exporter stops reporting"),
     PeerDeviation.name: Registered(PeerDeviation, "a GPU or node that departs from its peers"),
-    CounterRate.name: Registered(CounterRate, "a throughput counter's rate shifts"),
-    ErrorCounterSurprise.name: Registered(ErrorCounterSurprise, "error counter grows faster than usual"),
+    CounterRate.name: Registered(CounterRate, "a throughput counter's rate shifts", Kind.COUNTER),
+    ErrorCounterSurprise.name: Registered(
+        ErrorCounterSurprise, "error counter grows faster than usual", Kind.ERROR_COUNTER
+    ),
     RiverNodeAnomaly.name: Registered(RiverNodeAnomaly, "a node's joint metric vector is new", cheap=False),
 }
