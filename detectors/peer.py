@@ -94,7 +94,7 @@ class PeerDeviation:
         scored = ok & (group >= 0)
         if not scored.any():
             return np.ones(len(ids))
-        touched = np.unique(group[scored])
+        touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
         median, spread, count = self._group_stats(touched, float(ts[scored].max()))
         slot = np.searchsorted(touched, group)
         slot = np.minimum(slot, len(touched) - 1)

@@ -50,6 +50,19 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# `prexid bench TARGET`: each target is "module:function" taking (args) and returning an exit code.
+BENCH_TARGETS = {
+    "detectors": "service.bench.detectors:cmd_bench_detectors",
+}
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    import importlib
+
+    module, func = BENCH_TARGETS[args.target].split(":")
+    return int(getattr(importlib.import_module(module), func)(args))
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="TOML settings file (also PREXID_CONFIG_FILE)")
@@ -71,6 +84,11 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="consume Kafka topics, publish alerts (PREXID_*)")
     run.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
     run.set_defaults(func=cmd_run)
+
+    bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
+    bench.add_argument("target", choices=sorted(BENCH_TARGETS))
+    bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    bench.set_defaults(func=cmd_bench)
     return p
 
 
