@@ -68,6 +68,16 @@ class SeriesState:
     def __getitem__(self, key: str) -> Floats:
         return self.arrays[key]
 
+    def put(self, ids: Ids, where: NDArray[np.bool_], **fields: Floats) -> None:
+        """Write each field's new values for the series where `where` holds (others keep theirs)."""
+        if where.all():
+            for k, v in fields.items():
+                self.arrays[k][ids] = v
+            return
+        sel = ids[where]
+        for k, v in fields.items():
+            self.arrays[k][sel] = v[where]
+
     def nbytes_per_series(self) -> int:
         return 8 * len(self.arrays)
 

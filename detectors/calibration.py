@@ -6,15 +6,21 @@ generalised Pareto (GPD) whose scale and shape come from the decayed first two m
 [0, 0.45]: a heavier tail than exponential is learned (Student-t noise), a bounded one is never assumed
 (a spurious upper end point would turn the next large healthy score into p=0).
 
-p(s) = rate_u * (1 + xi * (s - u) / sigma) ** (-1 / xi) above u, and linear from 1 (s=0) to rate_u (s=u)
-below it: only the tail matters to fusion. A weak prior (a Gaussian |z| tail by default) makes a new
+p(s) = rate_u * (1 + xi * (s - u) / sigma) ** (-1 / xi) above u, and linear from 1 (s=0) to the prior
+rate (s=u) below it: only the tail matters to fusion (a family votes at p <= 0.01), so the body is not
+worth a memory access per sample. A weak prior (a Gaussian |z| tail by default) makes a new
 series usable at once; the series' own excesses take over within a few hundred samples.
 
 Each score is judged *before* it is learned, and excesses are learned by episode: consecutive scores
-above `u` are held aside and folded in only when the episode ends, and only if none of them had p below
-`learn_gate`. Healthy data loses a ~1e-4 sliver of its tail (a negligible bias); a fault, whose scores
-stay high for many samples in a row (a CUSUM height, a residual), is judged against the tail as it was
-before the fault, however slowly it builds, and never calibrates itself away.
+above `u` are held aside and folded in when the episode ends, unless it lasted more than one sample and
+one of its scores had p below `learn_gate`. A lone spike, however large, is the series' own tail (so a
+heavy-tailed series learns how heavy it is); a fault, whose scores stay high for many samples in a row
+(a level shift, a CUSUM height, a residual), is judged against the tail as it was before the fault,
+however slowly it builds, and never calibrates itself away.
+
+Cost: forgetting is applied lazily (the excess sums are decayed by keep**(samples since they were last
+touched) when an episode is folded in, and the sample count has a closed form), so a score below `u`
+costs one gather and one scatter; the GPD is evaluated only for the few scores above `u`.
 """
 
 from __future__ import annotations
@@ -42,13 +48,17 @@ class TailCalibrator:
         self.threshold = threshold
         self.learn_gate = learn_gate
         self.keep = 1.0 - 1.0 / window
+        self.log2_keep = float(np.log2(self.keep))
+        self.prior_n = prior_weight / prior_rate
+        self.prior_rate = prior_rate
         k0 = prior_weight
         self.state = SeriesState(
             {
-                "n": k0 / prior_rate,  # decayed sample count
-                "k": k0,  # decayed exceedance count
-                "m1": k0 * prior_mean_excess,  # decayed sum of excesses
+                "count": 0.0,  # samples learned (not decayed: decay is computed from it)
+                "k": k0,  # exceedance count, decayed as of sample `at`
+                "m1": k0 * prior_mean_excess,  # sum of excesses, ditto
                 "m2": k0 * 2.0 * prior_mean_excess**2,  # and of their squares (exponential prior)
+                "at": 0.0,
                 "ek": 0.0,  # the open episode: its count, sums and smallest p
                 "em1": 0.0,
                 "em2": 0.0,
@@ -56,50 +66,67 @@ class TailCalibrator:
             }
         )
 
-    def _gpd(self, ids: Ids) -> tuple[Floats, Floats, Floats]:
+    def _rate(self, ids: Ids) -> Floats:
+        """Decayed exceedance rate of each series now."""
+        st = self.state
+        count = st["count"][ids]
+        decay_n = np.exp2(count * self.log2_keep)
+        n = self.prior_n * decay_n + (1.0 - decay_n) / (1.0 - self.keep)
+        k = st["k"][ids] * np.exp2((count - st["at"][ids]) * self.log2_keep)
+        return np.clip(k / n, 1e-9, 1.0)
+
+    def _gpd_tail(self, ids: Ids, excess: Floats) -> Floats:
+        """P(excess >= y | exceedance) under each series' GPD (moments need no decay: ratios)."""
         st = self.state
         k = st["k"][ids]
-        rate = np.clip(k / st["n"][ids], 1e-9, 1.0)
         mean = st["m1"][ids] / k
         var = np.maximum(st["m2"][ids] / k - mean**2, 1e-12)
         xi = np.clip(0.5 * (1.0 - mean**2 / var), 0.0, _XI_MAX)
         sigma = np.maximum(mean * (1.0 - xi), 1e-9)
-        return rate, xi, sigma
+        safe_xi = np.maximum(xi, 1e-6)
+        log_tail = np.where(xi > 1e-6, -np.log1p(safe_xi * excess / sigma) / safe_xi, -excess / sigma)
+        return np.asarray(np.exp(log_tail))
 
     def tail(self, ids: Ids, scores: Floats) -> Floats:
         """P(score >= s) for each series under its fitted tail; 1 where the score is not finite."""
-        rate, xi, sigma = self._gpd(ids)
         u = self.threshold
-        excess = np.maximum(scores - u, 0.0)
-        safe_xi = np.maximum(xi, 1e-6)
-        log_tail = np.where(xi > 1e-6, -np.log1p(safe_xi * excess / sigma) / safe_xi, -excess / sigma)
-        above = rate * np.exp(log_tail)
-        below = rate + (1.0 - rate) * (1.0 - np.clip(scores, 0.0, u) / u)
-        p = np.where(scores > u, above, below)
+        with np.errstate(invalid="ignore"):
+            p = 1.0 - (1.0 - self.prior_rate) * np.clip(scores, 0.0, u) / u
+            high = np.flatnonzero(scores > u)
+        if len(high):
+            hi_ids = ids[high]
+            p[high] = self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u)
         return np.where(np.isfinite(scores), np.clip(p, P_FLOOR, 1.0), 1.0)
 
     def learn(self, ids: Ids, scores: Floats, p: Floats) -> None:
-        """Fold one score per series (ids unique) into its decayed tail moments; NaN scores are skipped."""
+        """Count each finite score (ids unique); excesses go through episodes (see the module doc)."""
+        st = self.state
         ok = np.isfinite(scores)
-        if not ok.any():
-            return
-        st, ids, scores, p = self.state, ids[ok], scores[ok], p[ok]
+        st["count"][ids] += ok
+        with np.errstate(invalid="ignore"):
+            busy = np.flatnonzero(ok & ((scores > self.threshold) | (st["ek"][ids] > 0.0)))
+        if len(busy):
+            self._episodes(ids[busy], scores[busy], p[busy])
+
+    def _episodes(self, ids: Ids, scores: Floats, p: Floats) -> None:
+        """Grow open episodes; fold the ended ones (that never looked like a fault) into the tail."""
+        st = self.state
         above = scores > self.threshold
         excess = np.where(above, scores - self.threshold, 0.0)
-        ek = st["ek"][ids] + above
-        em1 = st["em1"][ids] + excess
-        em2 = st["em2"][ids] + excess**2
+        ek, em1, em2 = st["ek"][ids] + above, st["em1"][ids] + excess, st["em2"][ids] + excess**2
         emin = np.where(above, np.minimum(st["emin"][ids], p), st["emin"][ids])
-        commit = np.where(~above & (emin >= self.learn_gate), 1.0, 0.0)
-        keep = self.keep
-        st["n"][ids] = keep * st["n"][ids] + 1.0
-        st["k"][ids] = keep * st["k"][ids] + commit * ek
-        st["m1"][ids] = keep * st["m1"][ids] + commit * em1
-        st["m2"][ids] = keep * st["m2"][ids] + commit * em2
         st["ek"][ids] = np.where(above, ek, 0.0)
         st["em1"][ids] = np.where(above, em1, 0.0)
         st["em2"][ids] = np.where(above, em2, 0.0)
         st["emin"][ids] = np.where(above, emin, 1.0)
+        commit = ~above & ((emin >= self.learn_gate) | (ek <= 1.0))  # lone spikes are the series' tail
+        if commit.any():
+            c = ids[commit]
+            decay = np.exp2((st["count"][c] - st["at"][c]) * self.log2_keep)
+            st["k"][c] = st["k"][c] * decay + ek[commit]
+            st["m1"][c] = st["m1"][c] * decay + em1[commit]
+            st["m2"][c] = st["m2"][c] * decay + em2[commit]
+            st["at"][c] = st["count"][c]
 
     def score(self, ids: Ids, scores: Floats) -> Floats:
         """Judge the scores (NaN: no judgement, p=1), then learn them."""

@@ -108,15 +108,12 @@ class DriftCusum:
         step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
         new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
         upd = ok & ~first & ~jump
-        st["ref"][ids] = np.where(first, x, np.where(upd, ref + a_ref * z * sigma, ref))
-        st["hi"][ids] = np.where(judged, hi, st["hi"][ids])
-        st["lo"][ids] = np.where(judged, lo, st["lo"][ids])
-        st["absdiff"][ids] = np.where(upd, new_absdiff, absdiff)
+        st.put(ids, first | upd, ref=np.where(first, x, ref + a_ref * z * sigma))
+        st.put(ids, judged, hi=hi, lo=lo)
+        st.put(ids, upd, absdiff=new_absdiff)
         off = jump | (judged & (height > self.calibrator.threshold))
         self._restart_long_runs(ids, ts, x, ok & (n >= self.warmup), off)
-        st["prev"][ids] = np.where(ok, x, prev)
-        st["n"][ids] = np.where(ok, n + 1.0, n)
-        st["last_ts"][ids] = np.where(ok, ts, last)
+        st.put(ids, ok, prev=x, n=n + 1.0, last_ts=ts)
         return p
 
     def _restart_long_runs(self, ids: Ids, ts: Floats, x: Floats, seen: Mask, off: Mask) -> None:

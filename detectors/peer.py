@@ -26,6 +26,7 @@ GPU_IDENTITY_LABELS = HOST_LABELS | {
     "gpu", "UUID", "uuid", "pci_bus_id", "device", "minor_number", "pod", "container", "namespace"
 }  # fmt: skip
 _MAD_TO_SIGMA = 1.4826
+_PADDED_MAX = 64  # groups up to this size take the padded-grid median
 
 
 class PeerGroups:
@@ -96,8 +97,9 @@ class PeerDeviation:
             return np.ones(len(ids))
         touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
         median, spread, count = self._group_stats(touched, float(ts[scored].max()))
-        slot = np.searchsorted(touched, group)
-        slot = np.minimum(slot, len(touched) - 1)
+        position = np.zeros(len(self._starts), dtype=np.int64)  # group id -> its row in `touched`
+        position[touched] = np.arange(len(touched))
+        slot = position[np.maximum(group, 0)]
         scored &= count[slot] >= self.min_peers
         med = median[slot]
         scale = np.maximum(np.maximum(np.abs(med), _MAD_TO_SIGMA * spread[slot]), 1e-9)
@@ -116,10 +118,17 @@ class PeerDeviation:
         members = self._order[np.repeat(starts, sizes) + offset]
         values = self.state["last"][members]
         fresh = np.isfinite(values) & (self.state["last_ts"][members] >= now - self.fresh_s)
-        slot, values = slot[fresh], values[fresh]
+        values = np.where(fresh, values, np.nan)
+        width = int(sizes.max())
+        if width <= _PADDED_MAX:  # GPUs of a node: one padded row per group, sorted along the row
+            grid = np.full((len(touched), width), np.nan)
+            grid[slot, offset] = values
+            median, count = _row_median(grid)
+            spread, _ = _row_median(np.abs(grid - median[:, None]))
+            return median, spread, count
         median = _segment_median(slot, values, len(touched))
         spread = _segment_median(slot, np.abs(values - median[slot]), len(touched))
-        return median, spread, np.bincount(slot, minlength=len(touched))
+        return median, spread, np.bincount(slot[fresh], minlength=len(touched))
 
     def baseline(self, ids: Ids) -> Floats:
         """The series' usual residual against its peers (a fraction of the peer median)."""
@@ -138,8 +147,21 @@ class PeerDeviation:
         self._dirty = True
 
 
+def _row_median(grid: NDArray[np.float64]) -> tuple[Floats, NDArray[np.int64]]:
+    """Median of the non-NaN values of each row (NaN for empty rows), and how many there were."""
+    ordered = np.sort(grid, axis=1)  # NaN sorts last
+    count = np.isfinite(grid).sum(axis=1)
+    rows = np.arange(len(grid))
+    lo, hi = np.maximum(count - 1, 0) // 2, count // 2
+    hi = np.minimum(hi, grid.shape[1] - 1)
+    median = np.where(count > 0, 0.5 * (ordered[rows, lo] + ordered[rows, hi]), np.nan)
+    return median, count
+
+
 def _segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
-    """Median of `values` within each segment id 0..n-1 (NaN for empty segments), one sort for all."""
+    """Median of the non-NaN `values` within each segment 0..n-1 (NaN for empty ones), one sort for all."""
+    keep = np.isfinite(values)
+    slot, values = slot[keep], values[keep]
     order = np.lexsort((values, slot))
     sorted_vals = values[order]
     counts = np.bincount(slot, minlength=n)

@@ -75,11 +75,7 @@ class RobustDeviation:
         new_center = np.where(first, x, center + alpha * step)
         new_mad = np.where(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
 
-        upd = ok
-        st["center"][ids] = np.where(upd, new_center, center)
-        st["mad"][ids] = np.where(upd, new_mad, mad)
-        st["n"][ids] = np.where(upd, n + 1.0, n)
-        st["last_ts"][ids] = np.where(upd, ts, last)
+        st.put(ids, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p
 
     def baseline(self, ids: Ids) -> Floats:

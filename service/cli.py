@@ -93,6 +93,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from service.malloc import keep_large_blocks_on_heap
+
+    keep_large_blocks_on_heap()  # numpy's batch temporaries: reuse heap blocks, no page-fault churn
     args = parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s"
