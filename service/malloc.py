@@ -3,7 +3,8 @@
 Every vectorised step over a 100k-series batch allocates and frees arrays of ~800 KB. glibc serves
 those with mmap/munmap, so each one costs page faults on first touch — measured at 3x the arithmetic
 itself. Raising the mmap and trim thresholds (what MALLOC_MMAP_THRESHOLD_ does in the environment)
-lets freed blocks be reused (32 MiB is glibc's ceiling for the mmap threshold). A no-op where the C library is not glibc.
+lets freed blocks be reused (32 MiB is glibc's ceiling for the mmap threshold). A no-op where the C
+library is not glibc.
 """
 
 from __future__ import annotations
