@@ -120,6 +120,10 @@ class DriftCusum:
         """Re-baseline series that have been off their reference (high CUSUM or jumped) for `max_run_s`."""
         st = self.state
         since = st["since"][ids]
+        busy = np.flatnonzero(off | ~np.isnan(since))  # only series in or leaving a run: a few, usually
+        if len(busy) == 0:
+            return
+        ids, ts, x, seen, off, since = ids[busy], ts[busy], x[busy], seen[busy], off[busy], since[busy]
         since = np.where(off, np.where(np.isnan(since), ts, since), np.where(seen, np.nan, since))
         restart = off & (ts - since >= self.max_run_s)
         st["since"][ids] = np.where(restart, np.nan, since)

@@ -58,6 +58,7 @@ class PeerDeviation:
         self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3)
         self._order: Ids = np.zeros(0, dtype=np.int64)  # series ids sorted by group
         self._starts: Ids = np.zeros(1, dtype=np.int64)  # CSR offsets of each group in _order
+        self._group: Ids = np.zeros(0, dtype=np.int64)  # the "group" field as integers, for the hot path
         self._dirty = True
 
     def set_groups(self, ids: Ids, groups: Ids) -> None:
@@ -72,14 +73,14 @@ class PeerDeviation:
         if len(ids) == 0:
             return p
         self.state.ensure(int(ids.max()))
-        if self._dirty:
+        if self._dirty or len(self._group) < self.state.capacity:
             self._index_groups()
         for idx in unique_rounds(ids, ts):
             p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
         return p
 
     def _index_groups(self) -> None:
-        groups = self.state["group"].astype(np.int64)
+        groups = self._group = self.state["group"].astype(np.int64)
         members = np.flatnonzero(groups >= 0)
         self._order = members[np.argsort(groups[members], kind="stable")]
         n_groups = int(groups.max()) + 1 if len(members) else 0
@@ -89,9 +90,8 @@ class PeerDeviation:
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
         ok = np.isfinite(x) & np.isfinite(ts) & (ts >= st["last_ts"][ids])
-        st["last"][ids[ok]] = x[ok]
-        st["last_ts"][ids[ok]] = ts[ok]
-        group = st["group"][ids].astype(np.int64)
+        st.put(ids, ok, last=x, last_ts=ts)
+        group = self._group[ids]
         scored = ok & (group >= 0)
         if not scored.any():
             return np.ones(len(ids))
