@@ -8,7 +8,7 @@ lateness; each time it passes a tick the fusion layer is evaluated and the alert
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +19,7 @@ from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from detectors.signals import Family
 from detectors.xid_catalog import xid_info
 from service.decode.types import RawSample
-from service.models import Alert, Signal, XidEvent, rfc3339
+from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
 from service.series import NO_FAMILY, SeriesRegistry, normalise_host
 
 
@@ -31,6 +31,7 @@ class PipelineConfig:
     max_series: int = 2_000_000
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
 def fingerprint(*parts: object) -> str:
@@ -49,6 +50,8 @@ class Pipeline:
         self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
         self.fused_scores = np.zeros(0)
         self.samples_seen = 0
+        # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
+        self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
     # -- metrics -------------------------------------------------------------------------------------
     def ingest_samples(self, samples: Sequence[RawSample]) -> list[Alert]:
@@ -90,6 +93,8 @@ class Pipeline:
             return []
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
+        for listener in self.tick_listeners:
+            listener(tick, fused, self.fusion.at_tick)
         return [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]
 
     def _transition_alert(self, tr: Transition) -> Alert:
@@ -118,6 +123,7 @@ class Pipeline:
             )
             if tr.firing
             else f"{what} no longer shows anomalous signals",
+            runbook_url=runbook_url(kind, self.config.runbook_base_url),
         )
         if tr.firing:
             self.active[fp] = alert
@@ -180,6 +186,7 @@ class Pipeline:
             lead_time_seconds=lead,
             recommended_action=info.action,
             pci_bus_id=ev.pci_bus_id,
+            runbook_url=runbook_url("xid", self.config.runbook_base_url),
         )
         self.active[alert.fingerprint] = alert
         return alert
