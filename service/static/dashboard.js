@@ -98,6 +98,7 @@ function renderDetail(hist) {
     box.append(el("div", {}, `${f.family} (peak surprise ${peak.toFixed(1)})`));
     const spark = document.createElementNS(SVG_NS, "svg");
     spark.setAttribute("viewBox", "0 0 280 60");
+    spark.setAttribute("preserveAspectRatio", "none");
     polyline(spark, f.surprise, 280, 60, peak, "line");
     box.append(spark);
     return box;
