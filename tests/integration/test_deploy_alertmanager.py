@@ -86,11 +86,17 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def alert(kind: str, node: str, gpu: str) -> dict[str, object]:
-    return {"labels": {"alertname": f"Prexid-{kind}", "kind": kind, "cluster": "c1", "node": node, "gpu": gpu}}
+    return {
+        "labels": {"alertname": f"Prexid-{kind}", "kind": kind, "cluster": "c1", "node": node, "gpu": gpu}
+    }
 
 
 def test_an_xid_inhibits_the_pre_xid_alert_of_the_same_gpu_only(alertmanager: str) -> None:
-    posted = [alert("pre_xid", "node-03", "5"), alert("pre_xid", "node-03", "4"), alert("xid", "node-03", "5")]
+    posted = [
+        alert("pre_xid", "node-03", "5"),
+        alert("pre_xid", "node-03", "4"),
+        alert("xid", "node-03", "5"),
+    ]
     assert httpx.post(f"{alertmanager}/api/v2/alerts", json=posted).status_code == 200
     deadline = time.monotonic() + 20
     while True:  # inhibition is evaluated when alerts are listed; give ingestion a moment

@@ -66,6 +66,10 @@ def test_helm_rules_and_plain_rules_are_both_what_the_generator_writes() -> None
 def test_the_running_service_metrics_pass_promtool_check_metrics(tmp_path: Path) -> None:
     with demo_server(tmp_path / "prexid.log") as base:
         exposition = httpx.get(f"{base}/metrics").content
-    assert b"prexid_gpu_fused_score{" in exposition and b"prexid_pre_xid_lead_time_seconds_bucket" in exposition
+    assert (
+        b"prexid_gpu_fused_score{" in exposition and b"prexid_pre_xid_lead_time_seconds_bucket" in exposition
+    )
     run = promtool("check", "metrics", stdin=exposition)
-    assert run.returncode == 0 and run.stdout.strip() == "" and run.stderr.strip() == "", run.stdout + run.stderr
+    assert run.returncode == 0 and run.stdout.strip() == "" and run.stderr.strip() == "", (
+        run.stdout + run.stderr
+    )
