@@ -92,11 +92,25 @@ class KafkaRunner:
         logs: list[Message] = []
         for tp, records in batch.items():
             (metrics if tp.topic in self.metrics_topics else logs).extend(map(to_message, records))
+        caught_up = await self._metrics_caught_up(consumer)
         with self.state.telemetry.batch_seconds.time():
-            out = self.processor.process(metrics, logs)
+            out = self.processor.process(metrics, logs, caught_up)
         await self._publish(producer, out)
-        offsets = {tp: OffsetAndMetadata(records[-1].offset + 1, "") for tp, records in batch.items()}
-        await consumer.commit(offsets)
+        offsets = {
+            tp: OffsetAndMetadata(records[-1].offset + 1, "") for tp, records in batch.items() if records
+        }
+        if offsets:
+            await consumer.commit(offsets)
+
+    async def _metrics_caught_up(self, consumer: AIOKafkaConsumer) -> bool:
+        """True when every assigned metric partition has been read to its high watermark."""
+        for tp in consumer.assignment():
+            if tp.topic not in self.metrics_topics:
+                continue
+            highwater = consumer.highwater(tp)
+            if highwater is None or await consumer.position(tp) < highwater:
+                return False
+        return True
 
     async def _publish(self, producer: AIOKafkaProducer, out: Output) -> None:
         """Send everything the batch caused and wait for the broker to acknowledge all of it."""

@@ -1,7 +1,10 @@
 """Turns consumed messages into alerts and dead letters: decode, then the pipeline. No I/O here.
 
-Metrics are processed before kernel lines within a batch, so an Xid sees every pre_xid alert that the
-samples consumed with it could fire.
+Metrics and kernel logs arrive on different topics, and a consumer catching up on a backlog can read a
+kernel line long before the samples that preceded it. So Xid events are held until the metric stream
+has reached their event time (then every pre_xid alert those samples could fire has fired and the
+lead time is right), or until the metric stream is caught up, when there is nothing left to wait for
+and the Xid pages at once. Replays are therefore deterministic and live paging is not delayed.
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ class Processor:
         self.telemetry = telemetry
         self.decode_metrics = formats.metric_decoder(metrics_format)
         self.decode_logs = formats.log_decoder(logs_format)
+        self.held_xids: list[XidEvent] = []
 
-    def process(self, metrics: Sequence[Message], logs: Sequence[Message]) -> Output:
+    def process(self, metrics: Sequence[Message], logs: Sequence[Message], metrics_caught_up: bool) -> Output:
+        """Decode and run one batch; `metrics_caught_up` says the metric stream has no backlog."""
         out = Output()
         samples: list[RawSample] = []
         for msg in metrics:
@@ -67,8 +72,8 @@ class Processor:
             except DecodeError as err:
                 out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
         out.alerts.extend(self.pipeline.ingest_samples(samples))
-        xids: list[XidEvent] = [x for line in lines if (x := parse_xid(line)) is not None]
-        out.alerts.extend(self.pipeline.ingest_xids(xids))
+        self.held_xids += [x for line in lines if (x := parse_xid(line)) is not None]
+        out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(metrics_caught_up)))
 
         t = self.telemetry
         t.messages.labels("metrics").inc(len(metrics))
@@ -79,3 +84,10 @@ class Processor:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
         return out
+
+    def _release_xids(self, everything: bool) -> list[XidEvent]:
+        """Held Xids the metric stream has reached (all of them if it is caught up), oldest first."""
+        seen_until = self.pipeline.watermark + self.pipeline.config.lateness_s
+        ready = [x for x in self.held_xids if everything or x.ts <= seen_until]
+        self.held_xids = [x for x in self.held_xids if not (everything or x.ts <= seen_until)]
+        return sorted(ready, key=lambda x: x.ts)

@@ -68,7 +68,8 @@ def test_lifecycle_fires_after_persistence_and_resolves_with_hysteresis() -> Non
     events = []
     for t, s in enumerate(scores):
         events += [(t, tr.firing, tr.starts_at) for tr in lc.step(np.array([float(s), 0.0]), float(t))]
-    assert events == [(3, True, 1.0), (8, False, 1.0)]  # fires on the 3rd tick above, resolves on the 2nd below
+    # fires on the 3rd tick above, resolves on the 2nd tick below
+    assert events == [(3, True, 1.0), (8, False, 1.0)]
 
 
 def test_lifecycle_one_noisy_tick_never_fires() -> None:

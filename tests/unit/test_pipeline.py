@@ -21,10 +21,11 @@ def replay(cluster: DemoCluster) -> tuple[list[Alert], ServiceState, Processor]:
     alerts: list[Alert] = []
     for tick in simulate(cluster):
         out: Output = processor.process(
-            [Message(m, tick.ts) for m in tick.metrics], [Message(x, tick.ts) for x in tick.logs]
+            [Message(m, tick.ts) for m in tick.metrics], [Message(x, tick.ts) for x in tick.logs], False
         )
         assert out.dead_letters == []
         alerts += out.alerts
+    alerts += processor.process([], [], metrics_caught_up=True).alerts
     return alerts, state, processor
 
 
@@ -91,7 +92,7 @@ async def test_http_serves_health_readiness_metrics_and_alerts(
 def test_bad_messages_become_dead_letters_with_their_origin() -> None:
     _, processor = build(Settings())
     out = processor.process(
-        [Message(b"{oops", 0.0, "metrics", 2, 41)], [Message(b"\xff\xfe", 0.0, "logs", 0, 7)]
+        [Message(b"{oops", 0.0, "metrics", 2, 41)], [Message(b"\xff\xfe", 0.0, "logs", 0, 7)], True
     )
     assert [(d.reason, d.message.topic, d.message.offset) for d in out.dead_letters] == [
         ("invalid_json", "metrics", 41),
@@ -118,3 +119,18 @@ def test_cardinality_limit_refuses_new_series_and_counts_them() -> None:
     assert [reg.intern("m", {"i": str(i)}) for i in range(4)] == [0, 1, -1, -1]
     assert reg.intern("m", {"i": "0"}) == 0
     assert reg.refused == 2
+
+
+def test_an_xid_read_before_its_metrics_waits_for_them_and_keeps_its_lead_time() -> None:
+    """A consumer catching up on a backlog may read the kernel topic far ahead of the metrics topic."""
+    _, processor = build(Settings())
+    ticks = list(simulate(DemoCluster()))
+    early = processor.process([], [Message(x, t.ts) for t in ticks for x in t.logs], metrics_caught_up=False)
+    assert early.alerts == []
+    alerts = [
+        a
+        for t in ticks
+        for a in processor.process([Message(m, t.ts) for m in t.metrics], [], metrics_caught_up=False).alerts
+    ]
+    firing = [(a.kind, a.lead_time_seconds is not None) for a in alerts if a.status == "firing"]
+    assert firing == [("pre_xid", False), ("xid", True)]
