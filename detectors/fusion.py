@@ -51,7 +51,6 @@ class Fusion:
         self.held = np.zeros((0, N_FAMILIES))
         self.top_series = np.full((0, N_FAMILIES), -1, dtype=np.int64)
         self.top_value = np.full((0, N_FAMILIES), np.nan)
-        self.next_tick = -np.inf
         self.last_tick = -np.inf
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families found common-mode at the last tick
         self.at_tick = self.held.copy()
@@ -78,18 +77,6 @@ class Fusion:
         won = s >= flat[cells]
         self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
         self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
-
-    def due_tick(self, watermark: float) -> float | None:
-        """The latest tick the watermark has passed and that is not yet evaluated, if any."""
-        step = self.config.step_s
-        if not np.isfinite(self.next_tick):
-            self.next_tick = float((np.floor(watermark / step) + 1) * step)
-            return None
-        if watermark < self.next_tick:
-            return None
-        tick = float(np.floor(watermark / step) * step)
-        self.next_tick = tick + step
-        return tick
 
     def evaluate(self, tick: float) -> Floats:
         """Fused score per entity at `tick`, then age the held evidence by one step.
@@ -138,11 +125,11 @@ class Fusion:
             "held": self.held,
             "top_series": self.top_series,
             "top_value": self.top_value,
-            "ticks": np.array([self.next_tick, self.last_tick]),
+            "last_tick": np.array([self.last_tick]),
         }
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.float64] | NDArray[np.int64]]) -> None:
         self.held = np.array(arrays["held"], dtype=np.float64)
         self.top_series = np.array(arrays["top_series"], dtype=np.int64)
         self.top_value = np.array(arrays["top_value"], dtype=np.float64)
-        self.next_tick, self.last_tick = (float(x) for x in arrays["ticks"])
+        self.last_tick = float(arrays["last_tick"][0])

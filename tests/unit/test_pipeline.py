@@ -20,12 +20,11 @@ def replay(cluster: DemoCluster) -> tuple[list[Alert], ServiceState, Processor]:
     state, processor = build(Settings())
     alerts: list[Alert] = []
     for tick in simulate(cluster):
-        out: Output = processor.process(
-            [Message(m, tick.ts) for m in tick.metrics], [Message(x, tick.ts) for x in tick.logs], False
-        )
+        metrics = [Message(m, tick.ts, "metrics", 0) for m in tick.metrics]
+        out: Output = processor.process(metrics, [Message(x, tick.ts) for x in tick.logs], {"metrics:0"})
         assert out.dead_letters == []
         alerts += out.alerts
-    alerts += processor.process([], [], metrics_caught_up=True).alerts
+    alerts += processor.process([], [], (), drain=True).alerts
     return alerts, state, processor
 
 
@@ -92,7 +91,7 @@ async def test_http_serves_health_readiness_metrics_and_alerts(
 def test_bad_messages_become_dead_letters_with_their_origin() -> None:
     _, processor = build(Settings())
     out = processor.process(
-        [Message(b"{oops", 0.0, "metrics", 2, 41)], [Message(b"\xff\xfe", 0.0, "logs", 0, 7)], True
+        [Message(b"{oops", 0.0, "metrics", 2, 41)], [Message(b"\xff\xfe", 0.0, "logs", 0, 7)], ()
     )
     assert [(d.reason, d.message.topic, d.message.offset) for d in out.dead_letters] == [
         ("invalid_json", "metrics", 41),
@@ -125,12 +124,10 @@ def test_an_xid_read_before_its_metrics_waits_for_them_and_keeps_its_lead_time()
     """A consumer catching up on a backlog may read the kernel topic far ahead of the metrics topic."""
     _, processor = build(Settings())
     ticks = list(simulate(DemoCluster()))
-    early = processor.process([], [Message(x, t.ts) for t in ticks for x in t.logs], metrics_caught_up=False)
+    early = processor.process([], [Message(x, t.ts) for t in ticks for x in t.logs], {":-1"})
     assert early.alerts == []
     alerts = [
-        a
-        for t in ticks
-        for a in processor.process([Message(m, t.ts) for m in t.metrics], [], metrics_caught_up=False).alerts
+        a for t in ticks for a in processor.process([Message(m, t.ts) for m in t.metrics], [], {":-1"}).alerts
     ]
     firing = [(a.kind, a.lead_time_seconds is not None) for a in alerts if a.status == "firing"]
     assert firing == [("pre_xid", False), ("xid", True)]
