@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
         "demo", parents=[common], help="simulated cluster through the real pipeline, no Kafka needed"
     )
     demo.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
-    demo.add_argument("--speed", type=float, default=100.0, help="event time per wall time")
+    demo.add_argument("--speed", type=float, default=100.0, help="event-time seconds per wall second")
     demo.add_argument("--nodes", type=int, default=8)
     demo.add_argument("--gpus", type=int, default=8)
     demo.add_argument("--seed", type=int, default=7)
