@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors.bank import DetectorBank, Evidence
+from detectors.cluster import cluster_families, cluster_fused
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from detectors.signals import Family
@@ -46,12 +47,15 @@ class Pipeline:
         self.bank = DetectorBank()
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
+        self.cluster_lifecycle = Lifecycle(self.config.lifecycle)
         self.watermarks = Watermarks(self.config.lateness_s)
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
         self.active: dict[str, Alert] = {}  # firing alerts by fingerprint
         self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
         self.fused_scores = np.zeros(0)
+        self.cluster_score = 0.0
+        self._cluster_families: list[Family] = []
         self.samples_seen = 0
 
     # -- metrics -------------------------------------------------------------------------------------
@@ -122,7 +126,55 @@ class Pipeline:
         self.fusion.ensure(len(self.registry.entities))
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
-        return [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]
+        alerts = [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]
+        cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
+        self.cluster_score = float(cluster[0])
+        return alerts + [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+
+    def _cluster_alert(self, tr: Transition) -> Alert:
+        """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
+        families = cluster_families(self.fusion)
+        if tr.firing:
+            self._cluster_families = families
+        families = families or self._cluster_families
+        names = ", ".join(f.label for f in families)
+        share = max((float(self.fusion.common_share[f]) for f in families), default=0.0)
+        fp = fingerprint(self.config.cluster, "cluster", tr.starts_at)
+        summary = (
+            f"{names} anomalous on {share:.0%} of the cluster at once: one shared cause, node pages held back"
+            if tr.firing
+            else f"cluster-wide {names} anomaly is over"
+        )
+        signals = [
+            Signal(
+                family=f.label,
+                metric="share_of_entities",
+                labels={},
+                value=round(float(self.fusion.common_share[f]), 3),
+                baseline=None,
+                surprise=0.0,
+            )
+            for f in families
+        ]
+        alert = Alert(
+            fingerprint=fp,
+            status="firing" if tr.firing else "resolved",
+            kind="cluster",
+            severity="warning",
+            cluster=self.config.cluster,
+            node="",
+            gpu=None,
+            starts_at=rfc3339(tr.starts_at),
+            ends_at=None if tr.firing else rfc3339(tr.at),
+            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            signals=signals,
+            summary=summary,
+        )
+        if tr.firing:
+            self.active[fp] = alert
+        else:
+            self.active.pop(fp, None)
+        return alert
 
     def _transition_alert(self, tr: Transition) -> Alert:
         ent = self.registry.entities[tr.entity]
