@@ -19,6 +19,16 @@ def build(settings: Settings) -> tuple[ServiceState, Processor]:
     pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
     state = ServiceState.new(pipeline)
     processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
+    if settings.alertmanager_urls:
+        from service.alertmanager import AlertmanagerSink
+
+        sink = AlertmanagerSink(
+            settings.alertmanager_urls,
+            state.telemetry.registry,
+            resend_interval_s=settings.alertmanager_resend_s,
+        )
+        processor.listeners.append(sink.submit)
+        state.background.append(sink.run)
     return state, processor
 
 

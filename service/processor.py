@@ -9,7 +9,7 @@ and the Xid pages at once. Replays are therefore deterministic and live paging i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from service.decode import formats
@@ -60,6 +60,7 @@ class Processor:
         self.decode_metrics = formats.metric_decoder(metrics_format)
         self.decode_logs = formats.log_decoder(logs_format)
         self.held_xids: list[XidEvent] = []
+        self.listeners: list[Callable[[list[Alert]], None]] = []  # sinks that take alerts as they happen
 
     def process(
         self,
@@ -101,6 +102,9 @@ class Processor:
         for dl in out.dead_letters:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
+        if out.alerts:
+            for listener in self.listeners:
+                listener(out.alerts)
         return out
 
     def _release_xids(self, everything: bool) -> list[XidEvent]:
