@@ -62,8 +62,9 @@ def start(name: str, args: list[str], url: str, workdir: Path, ready_path: str =
     pytest.fail(f"{name} did not get ready:\n{log.read_text()[-3000:]}", pytrace=False)
 
 
-def start_alertmanager(workdir: Path, webhook_url: str) -> Server:
-    port, cluster_port = free_ports(2)
+def start_alertmanager(workdir: Path, webhook_url: str, port: int | None = None) -> Server:
+    port = port or free_ports(1)[0]
+    [cluster_port] = free_ports(1)
     config = workdir / "alertmanager.yml"
     config.write_text(
         "route:\n"

@@ -131,3 +131,39 @@ async def test_prometheus_scrapes_the_fault_and_alertmanager_gets_the_pre_xid_th
         server.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await server
+
+
+async def test_alerts_reach_an_alertmanager_that_was_down_when_they_fired(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from service.alertmanager import AlertmanagerSink
+    from tests.unit.test_alertmanager_sink import alert
+
+    [port] = free_ports(1)
+    sink = AlertmanagerSink(
+        [f"http://127.0.0.1:{port}"], CollectorRegistry(), resend_interval_s=5.0, max_backoff_s=2.0
+    )
+    sink.submit([alert()])
+    task = asyncio.create_task(sink.run())
+    hook = Webhook()
+    try:
+        await asyncio.sleep(3.0)  # Alertmanager is down: the sink fails and backs off
+        assert sink.targets[0].failures >= 2
+        am = start_alertmanager(tmp_path, hook.url, port=port)
+        try:
+
+            def listed() -> list[Any]:
+                return [
+                    a for a in httpx.get(f"{am.url}/api/v2/alerts").json() if a["labels"].get("gpu") == "5"
+                ]
+
+            [found] = await wait_for(listed, "the alert, delivered once Alertmanager is back")
+            assert found["labels"]["alertname"] == "PrexidPreXid"
+            assert sink.targets[0].failures == 0
+        finally:
+            am.stop()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        hook.server.shutdown()
