@@ -18,6 +18,7 @@ from detectors.bank import DetectorBank, Evidence
 from detectors.cluster import cluster_families, cluster_fused
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
+from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.watermark import ReorderBuffer, Watermarks
 from detectors.xid_catalog import xid_info
@@ -32,6 +33,7 @@ class PipelineConfig:
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     max_series: int = 2_000_000
+    max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
 
@@ -48,6 +50,7 @@ class Pipeline:
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
         self.cluster_lifecycle = Lifecycle(self.config.lifecycle)
+        self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
         self.watermarks = Watermarks(self.config.lateness_s)
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
@@ -126,7 +129,15 @@ class Pipeline:
         self.fusion.ensure(len(self.registry.entities))
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
-        alerts = [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]
+        alerts = [
+            self._transition_alert(t)
+            for t in self.lifecycle.step(fused, tick)
+            if (
+                self.rate_limit.allow_firing(t.entity, t.at)
+                if t.firing
+                else self.rate_limit.allow_resolve(t.entity)
+            )
+        ]
         cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
         self.cluster_score = float(cluster[0])
         return alerts + [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
