@@ -126,7 +126,9 @@ class Pipeline:
         )
 
     def _evaluate(self, tick: float) -> list[Alert]:
-        self.fusion.ensure(len(self.registry.entities))
+        n = len(self.registry.entities)
+        self.fusion.ensure(n)
+        self.fusion.parent[:n] = self.registry.parent_of
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
         alerts = [
