@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -17,6 +19,7 @@ class ServiceState:
     telemetry: Telemetry
     ready: bool = False
     not_ready_reason: str = "starting"
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
     history: ScoreHistory = field(default_factory=lambda: ScoreHistory(120))
 
     @classmethod

@@ -21,7 +21,7 @@ def replayed() -> tuple[ServiceState, list[Alert]]:
     state, processor = build(Settings(history_ticks=40, runbook_base_url="https://runbooks.test/prexid/"))
     alerts: list[Alert] = []
     for tick in simulate(DemoCluster(nodes=4, gpus=8, duration_s=1750.0)):
-        out = processor.process([Message(m, tick.ts) for m in tick.metrics], [])
+        out = processor.process([Message(m, tick.ts, "metrics", 0) for m in tick.metrics], [], {"metrics:0"})
         alerts += out.alerts
     return state, alerts
 

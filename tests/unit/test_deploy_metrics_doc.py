@@ -27,12 +27,12 @@ def documented() -> dict[str, tuple[str, set[str]]]:
 
 def exported() -> dict[str, tuple[str, set[str]]]:
     """metric family -> (type, label names seen) from a replayed demo's exposition."""
-    state, processor = build(Settings())
+    # an Alertmanager URL registers the sink's counters too (nothing is sent: the sink never runs here)
+    state, processor = build(Settings(alertmanager_urls=["http://127.0.0.1:9"]))
     for tick in simulate(DemoCluster(nodes=4, gpus=8, duration_s=600.0)):
-        processor.process(
-            [Message(m, tick.ts) for m in tick.metrics], [Message(x, tick.ts) for x in tick.logs]
-        )
-    processor.process([Message(b"not json", 0.0)], [])  # one dead letter, so its label shows
+        metrics = [Message(m, tick.ts, "metrics", 0) for m in tick.metrics]
+        processor.process(metrics, [Message(x, tick.ts) for x in tick.logs], {"metrics:0"})
+    processor.process([Message(b"not json", 0.0, "metrics", 0)], [], (), drain=True)  # a dead letter
     out = {}
     for fam in text_string_to_metric_families(generate_latest(state.telemetry.registry).decode()):
         if fam.name.endswith("_created"):  # the creation time the client adds to counters and histograms
