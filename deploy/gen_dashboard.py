@@ -212,6 +212,27 @@ def panels() -> list[dict[str, Any]]:
             (16, 42, 8, 8),
             [target('sum(up{job="prexid"})', "up", instant=True)],
         ),
+        panel(
+            "timeseries",
+            "Cluster fault score (≥ 0.5 fires a cluster alert)",
+            (0, 50, 12, 8),
+            [target("max by (instance) (prexid_cluster_fused_score)", "{{instance}}")],
+            fieldConfig=score_colours(),
+        ),
+        panel(
+            "timeseries",
+            "Alert delivery: Alertmanager posts and withheld firings",
+            (12, 50, 12, 8),
+            [
+                target(
+                    f"sum by (outcome) (rate(prexid_alertmanager_posts_total{RATE}))", "posts {{outcome}}"
+                ),
+                target(f"sum(rate(prexid_alerts_rate_limited_total{RATE}))", "withheld (flapping)", "B"),
+                target(
+                    f"sum(rate(prexid_alertmanager_dropped_resolved_total{RATE}))", "resolved dropped", "C"
+                ),
+            ],
+        ),
     ]
 
 

@@ -3,7 +3,9 @@
 `deploy/prometheus/rules.yml` (plain Prometheus, docker-compose) and `helm/prexid/files/prometheus-rules.yml`
 (the chart's PrometheusRule). `--check` exits 1 if either file differs from what this script writes.
 
-Every alert carries `kind` (Alertmanager routes on it) and a `runbook_url` annotation.
+Every alert carries `kind` (Alertmanager routes on it) and a `runbook_url` annotation. The score rules
+are for Prometheus-only setups; their names differ from the alerts prexid posts itself
+(`PREXID_ALERTMANAGER_URLS`: PrexidPreXid, PrexidXid, ...) so both sources can be told apart.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def alert(name: str, expr: str, for_: str, kind: str, severity: str, summary: st
 
 SCORE_RULES = [
     alert(
-        "PrexidPreXid",
+        "PrexidGpuFusedScoreHigh",
         "prexid_gpu_fused_score >= 0.5",
         "1m",
         "pre_xid",
@@ -44,7 +46,7 @@ SCORE_RULES = [
         WHERE_GPU + ' is degrading ahead of a likely Xid (fused score {{ $value | printf "%.2f" }})',
     ),
     alert(
-        "PrexidNodeAnomalous",
+        "PrexidNodeFusedScoreHigh",
         "prexid_node_fused_score >= 0.5",
         "1m",
         "node",
@@ -53,18 +55,17 @@ SCORE_RULES = [
         '(fused score {{ $value | printf "%.2f" }})',
     ),
     alert(
-        "PrexidClusterWideAnomaly",
-        "count by (cluster) (prexid_gpu_fused_score >= 0.5) >= 3"
-        " and count by (cluster) (prexid_gpu_fused_score >= 0.5)"
-        " / count by (cluster) (prexid_gpu_fused_score) >= 0.05",
+        "PrexidClusterFusedScoreHigh",
+        "prexid_cluster_fused_score >= 0.5",
         "2m",
         "cluster",
-        "critical",
-        "{{ $value }} GPUs in cluster {{ $labels.cluster }} are anomalous at once: a shared cause "
-        "(cooling, power, fabric, a bad rollout) is likelier than many failing GPUs",
+        "warning",
+        "A fault family is anomalous across much of the cluster watched by {{ $labels.instance }} "
+        '(cluster score {{ $value | printf "%.2f" }}): a shared cause such as cooling, power, fabric '
+        "or a rollout is likelier than many failing GPUs",
     ),
     alert(
-        "PrexidXid",
+        "PrexidXidsCounted",
         "sum by (code) (increase(prexid_xid_events_total[10m])) > 0",
         "0m",
         "xid",

@@ -39,7 +39,7 @@ GRAFANA_VARS = {"$__rate_interval": "5m", "$__range": "1h", "$__interval": "1m",
 
 def exported_names() -> set[str]:
     """Sample names prexid's registry exposes (parsed from its exposition, as Prometheus would)."""
-    state, _ = build(Settings())
+    state, _ = build(Settings(alertmanager_urls=["http://127.0.0.1:9"]))  # with the sink's counters
     names: set[str] = set()
     for family in text_string_to_metric_families(generate_latest(state.telemetry.registry).decode()):
         names |= {family.name + s for s in SUFFIXES.get(family.type, ("",))}
@@ -84,6 +84,7 @@ def test_the_dashboard_covers_scores_alerts_lead_times_and_pipeline_health() -> 
         "prexid_event_time_watermark_seconds",
         "prexid_samples_total",
         "prexid_dead_letters_total",
+        "prexid_cluster_fused_score",
     }
     heatmap = next(p for p in json.loads(DASHBOARD.read_text())["panels"] if "heatmap" in p["title"])
     assert "node" in heatmap["targets"][0]["expr"] and "gpu" in heatmap["targets"][0]["expr"]
