@@ -108,10 +108,31 @@ function renderDetail(hist) {
   document.getElementById("detail").hidden = false;
 }
 
+function fmt(v) {
+  return v === null || v === undefined ? "–" : String(Math.round(v * 1000) / 1000);
+}
+
+function renderEvidence(ev) {
+  const rows = ev.families.map((f) => {
+    const tr = el("tr", { "data-family": f.family, class: f.common_mode ? "common-mode" : "" });
+    const labels = Object.entries(f.labels).map(([k, v]) => `${k}="${v}"`).join(", ");
+    for (const text of [f.family, fmt(f.surprise), f.votes ? "yes" : "no", f.metric ? `${f.metric}{${labels}}` : "–", fmt(f.value), fmt(f.baseline)]) {
+      tr.append(el("td", {}, text));
+    }
+    return tr;
+  });
+  if (!rows.length) rows.push(el("tr", {}, "no family holds evidence now"));
+  document.querySelector("#evidence tbody").replaceChildren(...rows);
+}
+
 async function refreshDetail() {
   if (!selected) return;
+  const node = encodeURIComponent(selected.node);
   const q = selected.gpu === null ? "" : `?gpu=${selected.gpu}`;
-  renderDetail(await getJSON(`/api/v1/history/${encodeURIComponent(selected.node)}${q}`));
+  const evidenceUrl = selected.gpu === null ? `/api/v1/entities/${node}` : `/api/v1/entities/${node}/gpus/${selected.gpu}`;
+  const [hist, evidence] = await Promise.all([getJSON(`/api/v1/history/${node}${q}`), getJSON(evidenceUrl)]);
+  renderDetail(hist);
+  renderEvidence(Array.isArray(evidence) ? evidence.find((e) => e.gpu === null) || evidence[0] : evidence);
 }
 
 function select(node, gpu) {

@@ -156,6 +156,11 @@ def test_clicking_the_xid_alert_opens_the_gpu_drill_down_and_a_screenshot_is_wri
     assert page.text_content("#detail-title") == "Drill-down: GPU 5 on node-03"
     families = page.eval_on_selector_all("#detail .family", "els => els.map(e => e.dataset.family)")
     assert "pcie" in families
+    evidence = httpx.get(f"{server}/api/v1/entities/node-03/gpus/5").json()
+    shown = page.eval_on_selector_all(
+        "#evidence tbody tr[data-family]", "trs => trs.map(tr => tr.dataset.family)"
+    )
+    assert shown == [f["family"] for f in evidence["families"]]
     points = page.get_attribute("#detail-score polyline", "points") or ""
     assert len(points.split()) > 10
     ARTIFACTS.mkdir(exist_ok=True)
