@@ -135,6 +135,12 @@ def test_grafana_is_provisioned_with_the_prexid_dashboard_and_the_prometheus_ser
     assert source["url"] == f"http://prometheus:{ports(compose['prometheus'])[0][2]}"
 
 
+def test_prexid_posts_its_alerts_to_the_alertmanager_service(
+    compose: dict[str, Any], settings: Settings
+) -> None:
+    assert settings.alertmanager_urls == [f"http://alertmanager:{ports(compose['alertmanager'])[0][2]}"]
+
+
 def test_alertmanager_loads_the_example_config(compose: dict[str, Any]) -> None:
     assert (
         mounts(compose["alertmanager"])["/etc/alertmanager/alertmanager.yml"]

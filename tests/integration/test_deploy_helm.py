@@ -144,6 +144,14 @@ def test_settings_built_from_the_configmap_listen_where_probes_service_and_monit
     ][0]["relabelings"]
 
 
+def test_alertmanager_urls_reach_prexid_settings(helm: Path) -> None:
+    docs = by_kind(
+        render(helm, "alertmanagerUrls[0]=http://am-0:9093", "alertmanagerUrls[1]=http://am-1:9093")
+    )
+    env = next(c for c in docs["ConfigMap"] if c["metadata"]["name"].endswith("-env"))
+    assert settings_from(env).alertmanager_urls == ["http://am-0:9093", "http://am-1:9093"]
+
+
 def test_selectors_of_service_monitor_and_pdb_match_the_pods(
     default: dict[str, list[dict[str, Any]]],
 ) -> None:
