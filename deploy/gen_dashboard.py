@@ -65,9 +65,7 @@ def row(title: str, y: int) -> dict[str, Any]:
 RATE = "[$__rate_interval]"
 
 
-def panels() -> list[dict[str, Any]]:
-    lead = f"sum by (le) (rate(prexid_pre_xid_lead_time_seconds_bucket{RATE}))"
-    batch = f"sum by (le) (rate(prexid_batch_duration_seconds_bucket{RATE}))"
+def score_panels() -> list[dict[str, Any]]:
     return [
         row("Fused scores", 0),
         panel(
@@ -94,6 +92,11 @@ def panels() -> list[dict[str, Any]]:
             fieldConfig=score_colours(),
             options={"showValue": "never"},
         ),
+    ]
+
+
+def alert_panels() -> list[dict[str, Any]]:
+    return [
         row("Alerts", 15),
         panel(
             "table",
@@ -124,6 +127,12 @@ def panels() -> list[dict[str, Any]]:
                 )
             ],
         ),
+    ]
+
+
+def lead_time_panels() -> list[dict[str, Any]]:
+    lead = f"sum by (le) (rate(prexid_pre_xid_lead_time_seconds_bucket{RATE}))"
+    return [
         row("Lead time: how early pre_xid warned before the Xid", 24),
         panel(
             "timeseries",
@@ -163,6 +172,12 @@ def panels() -> list[dict[str, Any]]:
                 )
             ],
         ),
+    ]
+
+
+def health_panels() -> list[dict[str, Any]]:
+    batch = f"sum by (le) (rate(prexid_batch_duration_seconds_bucket{RATE}))"
+    return [
         row("Pipeline health", 33),
         panel(
             "timeseries",
@@ -234,6 +249,10 @@ def panels() -> list[dict[str, Any]]:
             ],
         ),
     ]
+
+
+def panels() -> list[dict[str, Any]]:
+    return score_panels() + alert_panels() + lead_time_panels() + health_panels()
 
 
 def dashboard() -> dict[str, Any]:
