@@ -6,7 +6,10 @@ the pipeline at every fusion tick, with event time — returns evidence for the 
 A series that has missed r scrapes in a row scores q**r, where q is its own decayed miss rate (a Beta
 estimate with a weak prior), so a flaky exporter must miss many more scrapes than a reliable one.
 After `retire_after_s` of silence a series is presumed gone (a job ended, a pod moved) and stops
-scoring; if it comes back it is simply fresh again.
+scoring; if it comes back it is simply fresh again. Silence is never stronger than p = `strongest`
+(10^-3.5, a surprise below fusion's resolve threshold of 4): it votes next to other families, but on
+its own it can neither page nor keep an alert firing (a GPU that fell off the bus after its Xid goes
+quiet for good; Prometheus' own `up == 0` rule is the page for a dead exporter).
 
 >>> import numpy as np
 >>> det = Staleness()
@@ -14,8 +17,8 @@ scoring; if it comes back it is simply fresh again.
 ...     _ = det.update(np.array([0, 1]), np.full(2, 15.0 * t), np.ones(2))
 >>> _ = det.update(np.array([0, 0]), np.array([300.0, 330.0]), np.ones(2))
 >>> ids, p = det.sweep(360.0)
->>> ids.tolist(), bool(p[0] < 1e-4)
-([1], True)
+>>> ids.tolist(), p.round(5).tolist()
+([1], [0.00032])
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 
 from detectors.base import Floats, Ids, SeriesState, unique_rounds
 
-P_FLOOR = 1e-12
+STRONGEST = 10**-3.5
 
 
 class Staleness:
@@ -35,6 +38,7 @@ class Staleness:
     def __init__(
         self,
         min_missed: int = 2,
+        strongest: float = STRONGEST,
         warmup: int = 5,
         retire_after_s: float = 3600.0,
         window: float = 2000.0,
@@ -42,6 +46,7 @@ class Staleness:
         prior_scrapes: float = 20.0,
     ) -> None:
         self.min_missed = min_missed
+        self.strongest = strongest
         self.warmup = warmup
         self.retire_after_s = retire_after_s
         self.keep = 1.0 - 1.0 / window
@@ -90,7 +95,7 @@ class Staleness:
             due = (st["n"] >= self.warmup) & (missed >= self.min_missed) & (age <= self.retire_after_s)
         ids = np.flatnonzero(due).astype(np.int64)
         q = st["misses"][ids] / st["expected"][ids]
-        return ids, np.maximum(q ** missed[ids], P_FLOOR)
+        return ids, np.maximum(q ** missed[ids], self.strongest)
 
     def baseline(self, ids: Ids) -> Floats:
         """The expected scrape interval, in seconds."""

@@ -16,20 +16,34 @@ from service.state import ServiceState
 
 
 def build(settings: Settings) -> tuple[ServiceState, Processor]:
-    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
-    state = ServiceState.new(pipeline)
+    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
+    state = ServiceState.new(pipeline, settings.history_ticks)
     processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
+    if settings.alertmanager_urls:
+        from service.alertmanager import AlertmanagerSink
+
+        sink = AlertmanagerSink(
+            settings.alertmanager_urls,
+            state.telemetry.registry,
+            resend_interval_s=settings.alertmanager_resend_s,
+        )
+        processor.listeners.append(sink.submit)
+        state.background.append(sink.run)
     return state, processor
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from service.demo import stream_demo
-    from service.demo_sim import DemoCluster
+    from service.demo_sim import DemoCluster, DemoFault
     from service.serve import serve
 
     console = Console()
     state, processor = build(settings)
-    cluster = DemoCluster(nodes=args.nodes, gpus=args.gpus, seed=args.seed)
+    if args.nodes < 1 or args.gpus < 1:
+        console.print("[red]--nodes and --gpus must be at least 1[/red]")
+        return 2
+    fault = DemoFault(node=min(3, args.nodes - 1), gpu=min(5, args.gpus - 1))  # the faulty GPU exists
+    cluster = DemoCluster(nodes=args.nodes, gpus=args.gpus, seed=args.seed, fault=fault)
     console.print(
         f"[bold]prexid demo[/bold]: {cluster.nodes} nodes x {cluster.gpus} GPUs, "
         f"{cluster.duration_s / 60:.0f} simulated minutes at {args.speed:g}x; "
@@ -75,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
         "demo", parents=[common], help="simulated cluster through the real pipeline, no Kafka needed"
     )
     demo.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
-    demo.add_argument("--speed", type=float, default=100.0, help="event time per wall time")
+    demo.add_argument("--speed", type=float, default=100.0, help="event-time seconds per wall second")
     demo.add_argument("--nodes", type=int, default=8)
     demo.add_argument("--gpus", type=int, default=8)
     demo.add_argument("--seed", type=int, default=7)

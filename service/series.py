@@ -34,6 +34,12 @@ def normalise_host(raw: str) -> str:
     return host.split(".")[0]
 
 
+def node_of(labels: dict[str, str]) -> str:
+    """The node a series belongs to, from the first host-like label present (also the Kafka key)."""
+    host = next((labels[k] for k in HOST_LABELS if labels.get(k)), "")
+    return normalise_host(host) if host else "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Entity:
     node: str
@@ -51,6 +57,7 @@ class SeriesRegistry:
     kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     entities: list[Entity] = field(default_factory=list)
     entity_ids: dict[Entity, int] = field(default_factory=dict)
+    parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
     gpu_by_pci: dict[tuple[str, str], int] = field(default_factory=dict)
     refused: int = 0
 
@@ -58,11 +65,14 @@ class SeriesRegistry:
         return len(self.names)
 
     def entity_id(self, node: str, gpu: int | None) -> int:
+        """Entity id of a node or GPU; a GPU's node entity is created with it (the GPU's parent)."""
         key = Entity(node, gpu)
         eid = self.entity_ids.get(key)
         if eid is None:
+            parent = self.entity_id(node, None) if gpu is not None else -1
             eid = self.entity_ids[key] = len(self.entities)
             self.entities.append(key)
+            self.parent_of.append(parent)
         return eid
 
     def intern(self, name: str, labels: dict[str, str]) -> int:
@@ -81,8 +91,7 @@ class SeriesRegistry:
         return sid
 
     def _place(self, sid: int, name: str, labels: dict[str, str]) -> None:
-        host = next((labels[k] for k in HOST_LABELS if labels.get(k)), "")
-        node = normalise_host(host) if host else "unknown"
+        node = node_of(labels)
         gpu_label = labels.get("gpu", "")
         gpu = int(gpu_label) if gpu_label.isdigit() else None
         eid = self.entity_id(node, gpu)

@@ -19,6 +19,7 @@ from pydantic_settings import (
 
 from detectors.fusion import FusionConfig
 from detectors.lifecycle import LifecycleConfig
+from service.models import DEFAULT_RUNBOOK_BASE_URL
 from service.pipeline import PipelineConfig
 
 
@@ -36,9 +37,12 @@ class DetectionSettings(BaseModel):
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
     multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
 
-    def pipeline_config(self, cluster: str) -> PipelineConfig:
+    def pipeline_config(
+        self, cluster: str, runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    ) -> PipelineConfig:
         return PipelineConfig(
             cluster=cluster,
+            runbook_base_url=runbook_base_url,
             lateness_s=self.lateness_s,
             max_series=self.max_series,
             multivariate=self.multivariate,
@@ -69,8 +73,13 @@ class Settings(BaseSettings):
     batch_max_records: int = Field(10_000, ge=1)
     batch_timeout_ms: int = Field(200, ge=1)
 
+    alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
+    alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")
+
     http_host: str = "127.0.0.1"
     http_port: int = Field(8000, ge=0, le=65535)
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 
     detection: DetectionSettings = DetectionSettings()
 

@@ -73,7 +73,7 @@ def test_silent_series_are_swept_but_ignored_kinds_never_are() -> None:
         ids = np.arange(N + 1, dtype=np.int64) if t < 60 else np.arange(8, N, dtype=np.int64)
         bank.update(ids, np.full(len(ids), t * STEP), np.full(len(ids), 60.0 + t % 3))
     ids, p = bank.sweep(100 * STEP)
-    assert ids.tolist() == list(range(8)) and p.max() < 1e-6
+    assert ids.tolist() == list(range(8)) and p.max() < 1e-3
 
 
 def test_state_per_gauge_series_stays_within_one_kib() -> None:

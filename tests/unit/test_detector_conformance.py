@@ -144,7 +144,7 @@ def _series_goes_silent(det: Detector) -> bool:
     feed(det, x[:200])
     feed(det, x[200:][:, :8], 200, np.arange(8, dtype=np.int64))  # the second node's exporter stopped
     ids, p = sweep(det, 300 * STEP)
-    return ids == list(range(8, 16)) and max(p) < 1e-6
+    return ids == list(range(8, 16)) and max(p) < 1e-3
 
 
 def _straggler(det: Detector) -> bool:

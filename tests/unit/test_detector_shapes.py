@@ -98,7 +98,8 @@ def test_staleness_finds_a_whole_exporter_stopping_and_forgets_it_after_an_hour(
     for t in range(200, 500):
         det.update(live, np.full(len(live), t * STEP), x[t, 8:])
     ids, p = det.sweep(205 * STEP)
-    assert ids.tolist() == list(range(8)) and p.max() < 1e-6
+    assert ids.tolist() == list(range(8)) and p.max() < 1e-3
+    assert p.min() >= 10**-3.5  # silence alone stays below fusion's resolve threshold (surprise 4)
     assert det.sweep(200 * STEP + 3700)[0].tolist() == []  # presumed gone, no longer evidence
 
 
