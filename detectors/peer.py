@@ -3,7 +3,7 @@
 Data-parallel training makes peers alike: the 8 GPUs of a node run the same kernels, and the nodes of
 a job the same steps. A straggler or a fail-slow GPU can look normal against its own history (the job
 changed phase) yet stand out against its peers. So each sample becomes a residual against the median of
-its group's latest values, relative to the group's level (r = (x - median) / max(|median|, 1.4826 MAD)),
+its group's latest values, relative to the group's level (r = (x - median) / max(|median|, robust sd)),
 and that residual is judged by a `RobustDeviation` of its own: a GPU that always runs 3 °C hotter than
 its neighbours is normal, one that starts running 5 °C hotter is not. A checkpoint or a job restart
 moves every peer at once, which the residual does not see.
@@ -102,7 +102,7 @@ class PeerDeviation:
         slot = position[np.maximum(group, 0)]
         scored &= count[slot] >= self.min_peers
         med = median[slot]
-        scale = np.maximum(np.maximum(np.abs(med), _MAD_TO_SIGMA * spread[slot]), 1e-9)
+        scale = np.maximum(np.maximum(np.abs(med), spread[slot]), 1e-9)
         p = np.ones(len(ids))
         if scored.any():
             resid = (x[scored] - med[scored]) / scale[scored]
@@ -110,7 +110,7 @@ class PeerDeviation:
         return p
 
     def _group_stats(self, touched: Ids, now: float) -> tuple[Floats, Floats, NDArray[np.int64]]:
-        """Median, MAD and count of the fresh latest values of each touched group."""
+        """Median, robust sigma (IQR or MAD based) and count of each touched group's fresh latest values."""
         starts, ends = self._starts[touched], self._starts[touched + 1]
         sizes = ends - starts
         slot = np.repeat(np.arange(len(touched)), sizes)
@@ -123,12 +123,10 @@ class PeerDeviation:
         if width <= _PADDED_MAX:  # GPUs of a node: one padded row per group, sorted along the row
             grid = np.full((len(touched), width), np.nan)
             grid[slot, offset] = values
-            median, count = _row_median(grid)
-            spread, _ = _row_median(np.abs(grid - median[:, None]))
-            return median, spread, count
+            return _row_stats(grid)
         median = _segment_median(slot, values, len(touched))
-        spread = _segment_median(slot, np.abs(values - median[slot]), len(touched))
-        return median, spread, np.bincount(slot[fresh], minlength=len(touched))
+        mad = _segment_median(slot, np.abs(values - median[slot]), len(touched))
+        return median, _MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
 
     def baseline(self, ids: Ids) -> Floats:
         """The series' usual residual against its peers (a fraction of the peer median)."""
@@ -147,15 +145,23 @@ class PeerDeviation:
         self._dirty = True
 
 
-def _row_median(grid: NDArray[np.float64]) -> tuple[Floats, NDArray[np.int64]]:
-    """Median of the non-NaN values of each row (NaN for empty rows), and how many there were."""
+def _row_stats(grid: NDArray[np.float64]) -> tuple[Floats, Floats, NDArray[np.int64]]:
+    """Median, IQR/1.349 and count of the non-NaN values of each row, from one sort along the rows."""
     ordered = np.sort(grid, axis=1)  # NaN sorts last
     count = np.isfinite(grid).sum(axis=1)
-    rows = np.arange(len(grid))
-    lo, hi = np.maximum(count - 1, 0) // 2, count // 2
-    hi = np.minimum(hi, grid.shape[1] - 1)
-    median = np.where(count > 0, 0.5 * (ordered[rows, lo] + ordered[rows, hi]), np.nan)
-    return median, count
+    rows, last = np.arange(len(grid)), np.maximum(count - 1, 0)
+
+    def at(q: float) -> Floats:
+        pos = last * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, last)
+        frac = pos - lo
+        return np.asarray((1.0 - frac) * ordered[rows, lo] + frac * ordered[rows, hi])
+
+    empty = count == 0
+    median = np.where(empty, np.nan, at(0.5))
+    spread = np.where(empty, np.nan, (at(0.75) - at(0.25)) / 1.349)
+    return median, spread, count
 
 
 def _segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
