@@ -128,3 +128,29 @@ WITH_EXAMPLES = sorted(
 def test_the_examples_in_each_detector_docstring_run(module: str) -> None:
     failed, attempted = doctest.testmod(importlib.import_module(module))
     assert attempted > 0 and failed == 0
+
+
+def cluster_scrape(t: int, rng: np.random.Generator, idle: bool) -> list[RawSample]:
+    """One scrape of 4 nodes x 8 GPUs: temperature, power and utilisation (idle: the job is down)."""
+    out = []
+    for n in range(4):
+        for g in range(8):
+            labels = {"Hostname": f"node-{n}", "gpu": str(g), "UUID": f"GPU-{n}-{g}"}
+            level = 0.35 if idle else 1.0
+            for name, mean, sd in (
+                ("DCGM_FI_DEV_GPU_TEMP", 62.0 if not idle else 38.0, 0.4),
+                ("DCGM_FI_DEV_POWER_USAGE", 650.0 * level, 8.0),
+                ("DCGM_FI_DEV_GPU_UTIL", 97.0 if not idle else 0.0, 0.0 if idle else 1.0),
+            ):
+                out.append(RawSample(name, labels, t * STEP, round(mean + rng.normal(0, sd) + g * 0.3, 2)))
+    return out
+
+
+def test_a_job_restart_across_the_cluster_pages_no_gpu_or_node() -> None:
+    pipe = Pipeline()
+    rng = np.random.default_rng(4)
+    alerts = []
+    for t in range(480):  # two hours; the job is down for 5 minutes after the first hour
+        alerts += pipe.ingest_samples(cluster_scrape(t, rng, idle=240 <= t < 260))
+    assert [a for a in alerts if a.kind != "cluster"] == []  # at most one shared-cause cluster alert
+    assert {a.status for a in alerts} <= {"firing", "resolved"} and len(alerts) <= 2
