@@ -79,8 +79,10 @@ class DetectorBank:
         for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.any():
-                sub = ids[mask], ts[mask], values[mask]
-                smallest = np.minimum.reduce([det.update(*sub) for det in dets])
+                sub = (ids, ts, values) if mask.all() else (ids[mask], ts[mask], values[mask])
+                smallest = dets[0].update(*sub)
+                for det in dets[1:]:
+                    np.minimum(smallest, det.update(*sub), out=smallest)
                 p[mask] = np.minimum(smallest * len(dets), 1.0)
         return Evidence(ids=ids, ts=ts, values=values, p=p)
 

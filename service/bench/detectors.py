@@ -88,7 +88,7 @@ def bench_bank(n: int, seconds: float, progress: Progress) -> Result:
 
     rate = timed_scrapes(update_and_sweep, x[WARM_SCRAPES:], seconds, progress)
     d = len(bank.detectors[Kind.GAUGE])
-    return Result(f"bank: {d} gauge detectors + staleness", rate, bank.bytes_per_series(Kind.GAUGE))
+    return Result(f"bank ({d} detectors + staleness)", rate, bank.bytes_per_series(Kind.GAUGE))
 
 
 def bench_detector(name: str, n: int, seconds: float, progress: Progress) -> Result:
@@ -99,7 +99,7 @@ def bench_detector(name: str, n: int, seconds: float, progress: Progress) -> Res
     x = scrapes(n, WARM_SCRAPES + TIMED_SCRAPES)
     _run(det.update, x[:WARM_SCRAPES], 0)
     rate = timed_scrapes(det.update, x[WARM_SCRAPES:], seconds, progress)
-    return Result(f"  {name} alone", rate, det.bytes_per_series())
+    return Result(f"  {name}", rate, det.bytes_per_series(), "alone")
 
 
 def river_models() -> list[Any]:
@@ -145,19 +145,19 @@ def bench_river(n: int, seconds: float, progress: Progress) -> Result:
         elapsed, best = elapsed + took, min(best, took)
         progress.update(task, completed=min(elapsed, seconds))
     progress.remove_task(task)
-    note = f"best pass on {n} series; per-sample cost extrapolated to {SERIES:,}"
-    return Result("river: 4 models per series", (len(x) - WARM_SCRAPES) * n / best, used / n, note)
+    note = f"timed on {n} series, extrapolated"
+    return Result("river (4 models/series)", (len(x) - WARM_SCRAPES) * n / best, used / n, note)
 
 
 def report(console: Console, bank: Result, alone: list[Result], river: Result) -> None:
-    table = Table(title=f"detectors over {SERIES:,} gauge series (one core, one process)")
+    table = Table(title=f"{SERIES:,} gauge series, one core, best pass of each")
     for col in ("what", "samples/s", "state bytes/series", "note"):
         table.add_column(col, justify="left" if col in ("what", "note") else "right")
     for r in (bank, *alone, river):
         table.add_row(r.name, f"{r.samples_per_s:,.0f}", f"{r.bytes_per_series:,.0f}", r.note)
     console.print(table)
     console.print(
-        f"bank vs river at the same detector count: [bold]{bank.samples_per_s / river.samples_per_s:,.0f}x[/]"
+        f"bank vs river at the same detector count: [bold]{bank.samples_per_s / river.samples_per_s:,.1f}x[/]"
         f" samples/s (target >= 20x), [bold]{river.bytes_per_series / bank.bytes_per_series:,.1f}x[/] less"
         f" state per series; bank state {bank.bytes_per_series:,.0f} B/series (target <= 1024)"
     )
