@@ -17,10 +17,10 @@ from detectors.bank import DetectorBank, Evidence
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from detectors.signals import Family
-from detectors.xid_catalog import xid_info
-from service.decode.types import RawSample
+from service.decode.types import RawSample, Samples
 from service.models import Alert, Signal, XidEvent, rfc3339
-from service.series import NO_FAMILY, SeriesRegistry, normalise_host
+from service.series import NO_FAMILY, SeriesRegistry
+from service.xid_alerts import XidAlerts
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +49,20 @@ class Pipeline:
         self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
         self.fused_scores = np.zeros(0)
         self.samples_seen = 0
+        self.xid_alerts = XidAlerts(self, fingerprint)
 
     # -- metrics -------------------------------------------------------------------------------------
-    def ingest_samples(self, samples: Sequence[RawSample]) -> list[Alert]:
-        if not samples:
+    def ingest_samples(self, samples: Samples | Sequence[RawSample]) -> list[Alert]:
+        """Decoded samples (columns, or rows for convenience) in; alerts out."""
+        if not isinstance(samples, Samples):
+            samples = Samples.of(samples)
+        if not len(samples):
             return []
         reg = self.registry
         before = len(reg)
-        ids = np.fromiter((reg.intern(s.name, s.labels) for s in samples), dtype=np.int64, count=len(samples))
-        ts = np.fromiter((s.ts for s in samples), dtype=np.float64, count=len(samples))
-        values = np.fromiter((s.value for s in samples), dtype=np.float64, count=len(samples))
+        ids = reg.intern_many(samples.names, samples.labels)
+        ts = np.array(samples.ts, dtype=np.float64)
+        values = np.array(samples.values, dtype=np.float64)
         if len(reg) > before:
             new = np.arange(before, len(reg), dtype=np.int64)
             self.bank.set_kinds(new, reg.kind_of[new])
@@ -149,37 +153,5 @@ class Pipeline:
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
-        return [self._xid_alert(ev) for ev in events]
-
-    def _xid_alert(self, ev: XidEvent) -> Alert:
-        info = xid_info(ev.code)
-        node = normalise_host(ev.node)
-        eid = self.registry.gpu_for_pci(node, ev.pci_bus_id)
-        gpu = self.registry.entities[eid].gpu if eid is not None else None
-        lead = None
-        if eid is not None and eid in self.pre_xid_fired:
-            fired_at, _ = self.pre_xid_fired[eid]
-            if 0.0 <= ev.ts - fired_at <= self.config.xid_link_window_s:
-                lead = ev.ts - fired_at
-        where = f"GPU {gpu} on {node}" if gpu is not None else f"PCI {ev.pci_bus_id} on {node}"
-        lead_text = f"; prexid warned {lead:.0f} s before" if lead is not None else ""
-        alert = Alert(
-            fingerprint=fingerprint(self.config.cluster, "xid", node, ev.pci_bus_id, ev.code, ev.ts),
-            status="firing",
-            kind="xid",
-            severity=info.severity,
-            cluster=self.config.cluster,
-            node=node,
-            gpu=gpu,
-            starts_at=rfc3339(ev.ts),
-            ends_at=None,
-            score=1.0,
-            signals=[],
-            summary=f"Xid {ev.code} ({info.mnemonic}) on {where}{lead_text}",
-            xid_code=ev.code,
-            lead_time_seconds=lead,
-            recommended_action=info.action,
-            pci_bus_id=ev.pci_bus_id,
-        )
-        self.active[alert.fingerprint] = alert
-        return alert
+        """One `xid` alert per burst: the event opening it fires it, later ones update it if it changes."""
+        return [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]

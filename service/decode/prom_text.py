@@ -1,0 +1,134 @@
+"""Prometheus text exposition (format 0.0.4, and OpenMetrics samples): one whole scrape per message.
+
+How host and scrape time travel (a scrape body names neither):
+- a JSON envelope `{"host": "node-17", "ts": 1796205600.0 | "2026-12-02T10:00:00Z", "body": "<exposition>"}`;
+- or the bare exposition as the message value, with the host in the Kafka key or a `host` header
+  (`kcat -k node-17` / `-H host=node-17`) and the scrape time as the Kafka record timestamp.
+A sample's own `[timestamp_ms]` wins over both. The host becomes a `host` label unless the sample
+already carries a host label (dcgm-exporter's `Hostname`).
+
+Speed: one scrape is parsed by plain string operations per line; the label set of each distinct
+series text is parsed once and cached, so a steady-state scrape costs a dict lookup per sample.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from service.decode.common import epoch_seconds, load_object, with_host
+from service.decode.types import DecodeError, Samples, utf8
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(,|$)')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_CACHE_HOSTS, _CACHE_SERIES = 4096, 100_000
+_series_cache: dict[str | None, dict[str, tuple[str, dict[str, str]]]] = {}
+
+
+def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples:
+    if payload[:1] == b"{":
+        doc = load_object(payload)
+        return decode_envelope(doc, ref_ts, host)
+    return parse_exposition(utf8(payload), ref_ts, host)
+
+
+def decode_envelope(doc: dict[str, Any], ref_ts: float, host: str | None = None) -> Samples:
+    body, env_host = doc.get("body"), doc.get("host")
+    if not isinstance(body, str):
+        raise DecodeError("missing_body")
+    if env_host is not None and not isinstance(env_host, str):
+        raise DecodeError("bad_host", repr(env_host)[:64])
+    ts = epoch_seconds(doc["ts"]) if doc.get("ts") is not None else ref_ts
+    return parse_exposition(body, ts, env_host or host)
+
+
+def parse_exposition(text: str, scrape_ts: float, host: str | None) -> Samples:
+    names: list[str] = []
+    labels: list[dict[str, str]] = []
+    stamps: list[float] = []
+    raw_values: list[str] = []
+    cache = _cache_for(host)
+    exemplars = " # " in text  # OpenMetrics exemplars follow the value: cut them off first
+    for line in text.split("\n"):
+        if not line or line[0] == "#":
+            continue
+        if exemplars:
+            line = line.split(" # ", 1)[0]
+        brace = line.rfind("}")
+        if brace >= 0:
+            series, rest = line[: brace + 1].lstrip(), line[brace + 1 :].split()
+        else:
+            rest = line.split()
+            if not rest:
+                continue
+            series = rest.pop(0)
+        parsed = cache.get(series)
+        if parsed is None:
+            name, lab = _parse_series(series, line)
+            parsed = cache[series] = (name, with_host(lab, host))
+        names.append(parsed[0])
+        labels.append(parsed[1])
+        if len(rest) == 1:
+            stamps.append(scrape_ts)
+        elif len(rest) == 2:
+            stamps.append(_timestamp_ms(rest[1], line))
+        else:
+            raise DecodeError("bad_sample_line", line[:120])
+        raw_values.append(rest[0])
+    if not names:
+        raise DecodeError("empty", "no samples in the exposition")
+    return Samples(names, labels, stamps, _floats(raw_values))
+
+
+def _cache_for(host: str | None) -> dict[str, tuple[str, dict[str, str]]]:
+    """Parsed series per host; bounded, since hosts and series come from the outside."""
+    cache = _series_cache.get(host)
+    if cache is None:
+        if len(_series_cache) > _CACHE_HOSTS:
+            _series_cache.clear()
+        cache = _series_cache[host] = {}
+    elif len(cache) > _CACHE_SERIES:
+        cache.clear()
+    return cache
+
+
+def _floats(raw: list[str]) -> list[float]:
+    try:
+        return list(map(float, raw))
+    except ValueError:
+        bad = next(v for v in raw if not _is_float(v))
+        raise DecodeError("bad_value", bad[:64]) from None
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _timestamp_ms(text: str, line: str) -> float:
+    if not text.lstrip("-").isdigit():
+        raise DecodeError("bad_timestamp", line[:120])
+    return epoch_seconds(int(text) / 1000.0)
+
+
+def _parse_series(series: str, line: str) -> tuple[str, dict[str, str]]:
+    brace = series.find("{")
+    name = series if brace < 0 else series[:brace]
+    if not _NAME.fullmatch(name):
+        raise DecodeError("bad_metric_name", line[:120])
+    if brace < 0:
+        return name, {}
+    body, pos, out = series[brace + 1 : -1], 0, {}
+    while pos < len(body):
+        m = _LABEL.match(body, pos)
+        if m is None:
+            if body[pos:].strip():
+                raise DecodeError("bad_labels", line[:120])
+            break
+        out[m[1]] = re.sub(r"\\.", lambda e: _UNESCAPE.get(e[0], e[0]), m[2]) if "\\" in m[2] else m[2]
+        pos = m.end()
+    return name, out
