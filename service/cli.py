@@ -18,7 +18,9 @@ from service.state import ServiceState
 def build(settings: Settings) -> tuple[ServiceState, Processor]:
     pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
     state = ServiceState.new(pipeline)
-    processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
+    processor = Processor(
+        pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
+    )
     return state, processor
 
 
@@ -50,6 +52,25 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
+    from service.parse_cmd import cmd_parse as parse
+
+    return parse(args)
+
+
+# `prexid bench TARGET`: each target is "module:function" taking (args) and returning an exit code.
+BENCH_TARGETS = {
+    "decode": "service.bench.decode:cmd_bench_decode",
+}
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    import importlib
+
+    module, func = BENCH_TARGETS[args.target].split(":")
+    return int(getattr(importlib.import_module(module), func)(args))
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="TOML settings file (also PREXID_CONFIG_FILE)")
@@ -71,6 +92,20 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="consume Kafka topics, publish alerts (PREXID_*)")
     run.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
     run.set_defaults(func=cmd_run)
+
+    parse = sub.add_parser(
+        "parse", parents=[common], help="decode stdin, print what prexid reads (JSON lines)"
+    )
+    parse.add_argument("stream", choices=["metrics", "logs"])
+    parse.add_argument("--format", default="auto", help="format name (docs/ingest.md) or auto")
+    parse.add_argument("--host", default=None, help="host for payloads naming none, as a Kafka key would")
+    parse.add_argument("--ts", type=float, default=None, help="record time (epoch s); default now")
+    parse.set_defaults(func=cmd_parse)
+
+    bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
+    bench.add_argument("target", choices=sorted(BENCH_TARGETS))
+    bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    bench.set_defaults(func=cmd_bench)
     return p
 
 
