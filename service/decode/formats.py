@@ -30,7 +30,7 @@ LOG_DECODERS: dict[str, LogDecoder] = {
     "rsyslog_json": json_logs.decode,
 }
 
-_INFLUX = re.compile(r"^[^\s#{]+ [^\s=]+=")
+_INFLUX = re.compile(r"^(?:[^\s\\{#]|\\.)+ (?:[^\s=\\]|\\.)+=")
 _KMSG = re.compile(rb"^\d+,\d+,\d+,[^;]*;")
 _DMESG = re.compile(rb"^(?:[a-z]+ *:[a-z]+ *: )?\[")
 _SYSLOG_3164 = re.compile(rb"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d |\d{4}-\d\d-\d\dT)")
