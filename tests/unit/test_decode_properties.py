@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,7 @@ from tests.unit.test_decode_logs import LOG_CASES
 from tests.unit.test_decode_metrics import CASES
 
 REF = 1_796_205_600.0
+T = TypeVar("T")
 EXAMPLES = int(os.environ.get("PREXID_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -55,6 +58,14 @@ def payloads(seeds: list[bytes]) -> st.SearchStrategy[bytes]:
     return st.one_of(st.binary(max_size=300), st.text(max_size=200).map(str.encode), mutated(seeds))
 
 
+def outcome(call: Callable[[], T]) -> T | DecodeError:
+    """The decoder's result or its DecodeError; any other exception fails the test."""
+    try:
+        return call()
+    except DecodeError as err:
+        return err
+
+
 def check_samples(s: Samples) -> None:
     assert len(s) > 0
     assert len(s.names) == len(s.labels) == len(s.ts) == len(s.values)
@@ -75,12 +86,11 @@ def check_lines(lines: list[KernelLine]) -> None:
     host=st.none() | st.text(max_size=8),
 )
 def test_metric_decoders_raise_only_decode_errors(fmt: str, payload: bytes, host: str | None) -> None:
-    try:
-        samples = formats.metric_decoder(fmt)(payload, REF, host)
-    except DecodeError as err:
-        assert err.reason and len(err.reason) < 40
-        return
-    check_samples(samples)
+    got = outcome(lambda: formats.metric_decoder(fmt)(payload, REF, host))
+    if isinstance(got, DecodeError):
+        assert got.reason and len(got.reason) < 40
+    else:
+        check_samples(got)
 
 
 @FUZZ
@@ -90,12 +100,11 @@ def test_metric_decoders_raise_only_decode_errors(fmt: str, payload: bytes, host
     host=st.none() | st.text(max_size=8),
 )
 def test_log_decoders_raise_only_decode_errors(fmt: str, payload: bytes, host: str | None) -> None:
-    try:
-        lines = formats.log_decoder(fmt)(payload, REF, host)
-    except DecodeError as err:
-        assert err.reason and len(err.reason) < 40
-        return
-    check_lines(lines)
+    got = outcome(lambda: formats.log_decoder(fmt)(payload, REF, host))
+    if isinstance(got, DecodeError):
+        assert got.reason and len(got.reason) < 40
+    else:
+        check_lines(got)
 
 
 @FUZZ
