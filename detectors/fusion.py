@@ -30,7 +30,9 @@ class FusionConfig:
     half_life_s: float = 120.0  # decay of held family evidence
     vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
-    common_mode_frac: float = 0.3  # a family voting on this share of entities at once is a phase change
+    common_mode_frac: float = 0.3  # a family voting on this share of its entities at once is common-mode
+    common_mode_exit: float = 0.1  # ... and stays so until the share falls below this (hysteresis)
+    common_mode_min_entities: int = 4  # too few entities carry a family to tell common-mode from a fault
 
 
 def surprise(p: Floats) -> Floats:
@@ -51,9 +53,10 @@ class Fusion:
         self.held = np.zeros((0, N_FAMILIES))
         self.top_series = np.full((0, N_FAMILIES), -1, dtype=np.int64)
         self.top_value = np.full((0, N_FAMILIES), np.nan)
-        self.next_tick = -np.inf
         self.last_tick = -np.inf
-        self.common = np.zeros(N_FAMILIES, dtype=bool)  # families found common-mode at the last tick
+        self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
+        self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
+        self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
         self.at_tick = self.held.copy()
 
     def ensure(self, n_entities: int) -> None:
@@ -64,11 +67,14 @@ class Fusion:
         self.held = np.vstack([self.held, np.zeros((grow, N_FAMILIES))])
         self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
+        self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
         s = surprise(ev.p)
-        hot = (s > 0) & (entity >= 0)
+        known = entity >= 0
+        self.present[entity[known], family[known]] = True
+        hot = (s > 0) & known
         if not hot.any():
             return
         ent, fam, s = entity[hot], family[hot].astype(np.int64), s[hot]
@@ -78,18 +84,6 @@ class Fusion:
         won = s >= flat[cells]
         self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
         self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
-
-    def due_tick(self, watermark: float) -> float | None:
-        """The latest tick the watermark has passed and that is not yet evaluated, if any."""
-        step = self.config.step_s
-        if not np.isfinite(self.next_tick):
-            self.next_tick = float((np.floor(watermark / step) + 1) * step)
-            return None
-        if watermark < self.next_tick:
-            return None
-        tick = float(np.floor(watermark / step) * step)
-        self.next_tick = tick + step
-        return tick
 
     def evaluate(self, tick: float) -> Floats:
         """Fused score per entity at `tick`, then age the held evidence by one step.
@@ -111,11 +105,14 @@ class Fusion:
         return fused
 
     def common_mode(self) -> NDArray[np.bool_]:
-        """Families voting on at least `common_mode_frac` of all entities now."""
-        if len(self.held) < 4:
-            return np.zeros(N_FAMILIES, dtype=bool)
-        votes = self.held >= self.config.vote_min
-        return np.asarray(votes.mean(axis=0) >= self.config.common_mode_frac)
+        """Families voting on a large share of the entities that carry them, with hysteresis."""
+        cfg = self.config
+        carriers = self.present.sum(axis=0)
+        votes = (self.held >= cfg.vote_min).sum(axis=0)
+        self.common_share = np.where(carriers > 0, votes / np.maximum(carriers, 1), 0.0)
+        enough = carriers >= cfg.common_mode_min_entities
+        threshold = np.where(self.common, cfg.common_mode_exit, cfg.common_mode_frac)
+        return np.asarray(enough & (self.common_share >= threshold))
 
     def fused(self) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote."""
@@ -133,16 +130,20 @@ class Fusion:
         self.held *= np.exp2(-elapsed_s / self.config.half_life_s)
         self.held[self.held < 1e-3] = 0.0
 
-    def snapshot_arrays(self) -> dict[str, NDArray[np.float64] | NDArray[np.int64]]:
+    def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {
             "held": self.held,
             "top_series": self.top_series,
             "top_value": self.top_value,
-            "ticks": np.array([self.next_tick, self.last_tick]),
+            "last_tick": np.array([self.last_tick]),
+            "present": self.present,
+            "common": self.common,
         }
 
-    def restore_arrays(self, arrays: dict[str, NDArray[np.float64] | NDArray[np.int64]]) -> None:
+    def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
         self.held = np.array(arrays["held"], dtype=np.float64)
         self.top_series = np.array(arrays["top_series"], dtype=np.int64)
         self.top_value = np.array(arrays["top_value"], dtype=np.float64)
-        self.next_tick, self.last_tick = (float(x) for x in arrays["ticks"])
+        self.last_tick = float(arrays["last_tick"][0])
+        self.present = np.array(arrays["present"], dtype=bool)
+        self.common = np.array(arrays["common"], dtype=bool)

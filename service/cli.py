@@ -21,6 +21,16 @@ def build(settings: Settings) -> tuple[ServiceState, Processor]:
     processor = Processor(
         pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
     )
+    if settings.alertmanager_urls:
+        from service.alertmanager import AlertmanagerSink
+
+        sink = AlertmanagerSink(
+            settings.alertmanager_urls,
+            state.telemetry.registry,
+            resend_interval_s=settings.alertmanager_resend_s,
+        )
+        processor.listeners.append(sink.submit)
+        state.background.append(sink.run)
     return state, processor
 
 
@@ -83,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
         "demo", parents=[common], help="simulated cluster through the real pipeline, no Kafka needed"
     )
     demo.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
-    demo.add_argument("--speed", type=float, default=100.0, help="event time per wall time")
+    demo.add_argument("--speed", type=float, default=100.0, help="event-time seconds per wall second")
     demo.add_argument("--nodes", type=int, default=8)
     demo.add_argument("--gpus", type=int, default=8)
     demo.add_argument("--seed", type=int, default=7)

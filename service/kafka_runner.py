@@ -93,9 +93,9 @@ class KafkaRunner:
         logs: list[Message] = []
         for tp, records in batch.items():
             (metrics if tp.topic in self.metrics_topics else logs).extend(map(to_message, records))
-        caught_up = await self._metrics_caught_up(consumer)
+        backlogged = await self._backlogged_metric_sources(consumer)
         with self.state.telemetry.batch_seconds.time():
-            out = self.processor.process(metrics, logs, caught_up)
+            out = self.processor.process(metrics, logs, backlogged)
         await self._publish(producer, out)
         offsets = {
             tp: OffsetAndMetadata(records[-1].offset + 1, "") for tp, records in batch.items() if records
@@ -103,15 +103,15 @@ class KafkaRunner:
         if offsets:
             await consumer.commit(offsets)
 
-    async def _metrics_caught_up(self, consumer: AIOKafkaConsumer) -> bool:
-        """True when every assigned metric partition has been read to its high watermark."""
+    async def _backlogged_metric_sources(self, consumer: AIOKafkaConsumer) -> set[str]:
+        """Assigned metric partitions not yet read to their high watermark (unknown counts as behind)."""
+        behind = set()
         for tp in consumer.assignment():
-            if tp.topic not in self.metrics_topics:
-                continue
-            highwater = consumer.highwater(tp)
-            if highwater is None or await consumer.position(tp) < highwater:
-                return False
-        return True
+            if tp.topic in self.metrics_topics:
+                highwater = consumer.highwater(tp)
+                if highwater is None or await consumer.position(tp) < highwater:
+                    behind.add(f"{tp.topic}:{tp.partition}")
+        return behind
 
     async def _publish(self, producer: AIOKafkaProducer, out: Output) -> None:
         """Send everything the batch caused and wait for the broker to acknowledge all of it."""

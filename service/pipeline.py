@@ -1,8 +1,9 @@
 """The pipeline: decoded samples and Xid events in, alerts out. Synchronous, pure CPU, event-time driven.
 
 Kafka (`service.kafka_runner`), the embedded demo and file replay all drive this one class, so what a
-test replays is exactly what production runs. The watermark is the newest sample time minus an allowed
-lateness; each time it passes a tick the fusion layer is evaluated and the alert lifecycle advanced.
+test replays is exactly what production runs. Samples wait in a reorder buffer until the event-time
+watermark (`detectors.watermark`) passes them, then run through the detectors tick by tick: at every
+tick the fusion layer is evaluated and the alert lifecycle advanced, however large the batch.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors.bank import DetectorBank, Evidence
+from detectors.cluster import cluster_families, cluster_fused
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
+from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
+from detectors.watermark import ReorderBuffer, Watermarks
 from service.decode.types import RawSample, Samples
 from service.models import Alert, Signal, XidEvent, rfc3339
 from service.series import NO_FAMILY, SeriesRegistry
@@ -29,6 +33,7 @@ class PipelineConfig:
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     max_series: int = 2_000_000
+    max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
 
@@ -44,36 +49,75 @@ class Pipeline:
         self.bank = DetectorBank()
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
-        self.watermark = -np.inf
+        self.cluster_lifecycle = Lifecycle(self.config.lifecycle)
+        self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
+        self.watermarks = Watermarks(self.config.lateness_s)
+        self.buffer = ReorderBuffer()
+        self.next_tick = -np.inf
         self.active: dict[str, Alert] = {}  # firing alerts by fingerprint
         self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
         self.fused_scores = np.zeros(0)
+        self.cluster_score = 0.0
+        self._cluster_families: list[Family] = []
         self.samples_seen = 0
         self.xid_alerts = XidAlerts(self, fingerprint)
 
     # -- metrics -------------------------------------------------------------------------------------
-    def ingest_samples(self, samples: Samples | Sequence[RawSample]) -> list[Alert]:
-        """Decoded samples (columns, or rows for convenience) in; alerts out."""
+    @property
+    def watermark(self) -> float:
+        """Event time up to which every sample has been scored."""
+        return self.watermarks.value
+
+    def ingest_samples(self, samples: Samples | Sequence[RawSample], source: str = "default") -> list[Alert]:
+        """Add one source's samples, then score whatever the watermark has released."""
+        self.add_samples(samples, source)
+        return self.advance()
+
+    def add_samples(self, samples: Samples | Sequence[RawSample], source: str) -> None:
+        """Intern and buffer samples (columns, or rows for convenience); `source` is where they came
+        from (a Kafka topic partition)."""
         if not isinstance(samples, Samples):
             samples = Samples.of(samples)
-        if not len(samples):
-            return []
-        reg = self.registry
-        before = len(reg)
-        ids = reg.intern_many(samples.names, samples.labels)
-        ts = np.array(samples.ts, dtype=np.float64)
-        values = np.array(samples.values, dtype=np.float64)
-        if len(reg) > before:
-            new = np.arange(before, len(reg), dtype=np.int64)
-            self.bank.set_kinds(new, reg.kind_of[new])
-        kept = ids >= 0
-        if not kept.all():
-            ids, ts, values = ids[kept], ts[kept], values[kept]
-        self.samples_seen += len(ids)
-        return self.ingest_columns(ids, ts, values)
+        if len(samples):
+            reg = self.registry
+            before = len(reg)
+            ids = reg.intern_many(samples.names, samples.labels)
+            ts = np.array(samples.ts, dtype=np.float64)
+            values = np.array(samples.values, dtype=np.float64)
+            if len(reg) > before:
+                new = np.arange(before, len(reg), dtype=np.int64)
+                self.bank.set_kinds(new, reg.kind_of[new])
+            kept = ids >= 0
+            self.buffer.add(ids[kept], ts[kept], values[kept])
+            self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
 
-    def ingest_columns(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
-        """The vectorised core: score, fuse, and advance the lifecycle for each tick passed."""
+    def advance(self, drain: bool = False) -> list[Alert]:
+        """Score released samples in event-time order, evaluating every tick the watermark passed.
+
+        `drain` (end of a replay) releases everything buffered, as if no more samples could come.
+        """
+        wm = self.watermark + self.config.lateness_s if drain else self.watermark
+        ids, ts, values = self.buffer.release(wm)
+        self.samples_seen += len(ids)
+        step = self.config.fusion.step_s
+        if not np.isfinite(self.next_tick) and len(ts) and np.isfinite(ts[0]):
+            self.next_tick = float(np.floor(ts[0] / step) * step + step)
+        alerts: list[Alert] = []
+        start = 0
+        while np.isfinite(self.next_tick) and self.next_tick <= wm:
+            end = int(np.searchsorted(ts, self.next_tick, side="right"))
+            self._score(ids[start:end], ts[start:end], values[start:end])
+            start = end
+            alerts += self._evaluate(self.next_tick)
+            # jump over ticks with no data: the fusion layer ages held evidence across the gap
+            upcoming = ts[start] if start < len(ts) else wm
+            self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
+        self._score(ids[start:], ts[start:], values[start:])
+        return alerts
+
+    def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> None:
+        if not len(ids):
+            return
         ev = self.bank.update(ids, ts, values)
         fam = self.registry.family_of[ids]
         scored = fam != NO_FAMILY
@@ -83,18 +127,68 @@ class Pipeline:
             self.registry.entity_of[ids[scored]],
             fam[scored],
         )
-        finite = ts[np.isfinite(ts)]
-        if len(finite):
-            self.watermark = max(self.watermark, float(finite.max()) - self.config.lateness_s)
-        return self.advance(self.watermark)
 
-    def advance(self, watermark: float) -> list[Alert]:
-        tick = self.fusion.due_tick(watermark)
-        if tick is None:
-            return []
+    def _evaluate(self, tick: float) -> list[Alert]:
+        self.fusion.ensure(len(self.registry.entities))
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
-        return [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]
+        alerts = [
+            self._transition_alert(t)
+            for t in self.lifecycle.step(fused, tick)
+            if (
+                self.rate_limit.allow_firing(t.entity, t.at)
+                if t.firing
+                else self.rate_limit.allow_resolve(t.entity)
+            )
+        ]
+        cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
+        self.cluster_score = float(cluster[0])
+        return alerts + [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+
+    def _cluster_alert(self, tr: Transition) -> Alert:
+        """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
+        families = cluster_families(self.fusion)
+        if tr.firing:
+            self._cluster_families = families
+        families = families or self._cluster_families
+        names = ", ".join(f.label for f in families)
+        share = max((float(self.fusion.common_share[f]) for f in families), default=0.0)
+        fp = fingerprint(self.config.cluster, "cluster", tr.starts_at)
+        summary = (
+            f"{names} anomalous on {share:.0%} of the cluster at once: one shared cause, node pages held back"
+            if tr.firing
+            else f"cluster-wide {names} anomaly is over"
+        )
+        signals = [
+            Signal(
+                family=f.label,
+                metric="share_of_entities",
+                labels={},
+                value=round(float(self.fusion.common_share[f]), 3),
+                baseline=None,
+                surprise=0.0,
+            )
+            for f in families
+        ]
+        alert = Alert(
+            fingerprint=fp,
+            status="firing" if tr.firing else "resolved",
+            kind="cluster",
+            severity="warning",
+            cluster=self.config.cluster,
+            node="",
+            gpu=None,
+            starts_at=rfc3339(tr.starts_at),
+            ends_at=None if tr.firing else rfc3339(tr.at),
+            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            signals=signals,
+            summary=summary,
+        )
+        if tr.firing:
+            self.active[fp] = alert
+        else:
+            self.active.pop(fp, None)
+        return alert
 
     def _transition_alert(self, tr: Transition) -> Alert:
         ent = self.registry.entities[tr.entity]

@@ -14,7 +14,7 @@ and the Xid pages at once. Replays are therefore deterministic and live paging i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -52,6 +52,11 @@ class Message:
         text = raw.decode("utf-8", errors="replace").strip()
         return text or None
 
+    @property
+    def source(self) -> str:
+        """The stream this record is ordered within: its topic partition."""
+        return f"{self.topic}:{self.partition}"
+
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
@@ -88,25 +93,39 @@ class Processor:
                 raise ValueError(f"unknown format {name!r} in topic_formats")
         self.held_xids: list[XidEvent] = []
         self.counters = _IngestCounters(telemetry)
+        self.listeners: list[Callable[[list[Alert]], None]] = []  # sinks that take alerts as they happen
 
-    def process(self, metrics: Sequence[Message], logs: Sequence[Message], metrics_caught_up: bool) -> Output:
-        """Decode and run one batch; `metrics_caught_up` says the metric stream has no backlog."""
+    def process(
+        self,
+        metrics: Sequence[Message],
+        logs: Sequence[Message],
+        backlogged: Collection[str],
+        drain: bool = False,
+    ) -> Output:
+        """Decode and run one batch.
+
+        `backlogged`: metric sources (`Message.source`) that still have unread records; they hold the
+        event-time watermark back. `drain` (end of a replay) scores everything still buffered.
+        """
         out = Output()
-        samples = Samples()
-        for part in self._decode_all(metrics, "metrics", self._metrics_decoder, out):
-            samples.extend(part)
+        by_source: dict[str, Samples] = {}
+        for msg, part in self._decode_all(metrics, "metrics", self._metrics_decoder, out):
+            by_source.setdefault(msg.source, Samples()).extend(part)
         lines: list[KernelLine] = []
-        for got in self._decode_all(logs, "logs", self._logs_decoder, out):
+        for _, got in self._decode_all(logs, "logs", self._logs_decoder, out):
             lines.extend(got)
-        out.alerts.extend(self.pipeline.ingest_samples(samples))
+        for source, samples in by_source.items():
+            self.pipeline.add_samples(samples, source)
+        self.pipeline.watermarks.set_backlogged(set(backlogged))
+        out.alerts.extend(self.pipeline.advance(drain))
         out.events = extract_events(lines)
         self.held_xids += [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
-        out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(metrics_caught_up)))
+        out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(everything=drain or not backlogged)))
 
         t = self.telemetry
         t.messages.labels("metrics").inc(len(metrics))
         t.messages.labels("logs").inc(len(logs))
-        t.samples.inc(len(samples))
+        t.samples.inc(sum(map(len, by_source.values())))
         kernel = sum(line.kernel for line in lines)
         t.kernel_lines.inc(kernel)
         self.counters.not_kernel.inc(len(lines) - kernel)
@@ -115,12 +134,15 @@ class Processor:
         for dl in out.dead_letters:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
+        if out.alerts:
+            for listener in self.listeners:
+                listener(out.alerts)
         return out
 
     def _decode_all(
         self, msgs: Sequence[Message], stream: str, pick: Callable[[str], Callable[..., T]], out: Output
-    ) -> list[T]:
-        decoded: list[T] = []
+    ) -> list[tuple[Message, T]]:
+        decoded: list[tuple[Message, T]] = []
         for msg in msgs:
             try:
                 got = pick(msg.topic)(msg.payload, msg.ts, msg.transport_host())
@@ -133,7 +155,7 @@ class Processor:
                 log.exception("decoder failed on %s[%d]@%d", msg.topic, msg.partition, msg.offset)
                 out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
                 continue
-            decoded.append(got)
+            decoded.append((msg, got))
         self.counters.decoded.labels(stream).inc(len(decoded))
         return decoded
 
@@ -147,7 +169,7 @@ class Processor:
 
     def _release_xids(self, everything: bool) -> list[XidEvent]:
         """Held Xids the metric stream has reached (all of them if it is caught up), oldest first."""
-        seen_until = self.pipeline.watermark + self.pipeline.config.lateness_s
+        seen_until = self.pipeline.watermark
         ready = [x for x in self.held_xids if everything or x.ts <= seen_until]
         self.held_xids = [x for x in self.held_xids if not (everything or x.ts <= seen_until)]
         return sorted(ready, key=lambda x: x.ts)

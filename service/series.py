@@ -35,6 +35,12 @@ def normalise_host(raw: str) -> str:
     return host.split(".")[0] or "unknown"
 
 
+def node_of(labels: dict[str, str]) -> str:
+    """The node a series belongs to, from the first host-like label present (also the Kafka key)."""
+    host = next((labels[k] for k in HOST_LABELS if labels.get(k)), "")
+    return normalise_host(host) if host else "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Entity:
     node: str
@@ -95,8 +101,7 @@ class SeriesRegistry:
         return sid
 
     def _place(self, sid: int, name: str, labels: dict[str, str]) -> None:
-        host = next((labels[k] for k in HOST_LABELS if labels.get(k)), "")
-        node = normalise_host(host) if host else "unknown"
+        node = node_of(labels)
         gpu_label = labels.get("gpu", "")
         gpu = int(gpu_label) if gpu_label.isdecimal() and gpu_label.isascii() and len(gpu_label) < 6 else None
         eid = self.entity_id(node, gpu)

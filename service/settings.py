@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     batch_max_records: int = Field(10_000, ge=1)
     batch_timeout_ms: int = Field(200, ge=1)
 
+    alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
+    alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")
+
     http_host: str = "127.0.0.1"
     http_port: int = Field(8000, ge=0, le=65535)
 

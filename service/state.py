@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -16,6 +18,7 @@ class ServiceState:
     telemetry: Telemetry
     ready: bool = False
     not_ready_reason: str = "starting"
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
 
     @classmethod
     def new(cls, pipeline: Pipeline) -> ServiceState:

@@ -119,7 +119,7 @@ def test_every_message_is_decoded_or_dead_lettered(metrics: list[bytes], logs: l
     out = processor.process(
         [Message(m, REF, "metrics", 0, i) for i, m in enumerate(metrics)],
         [Message(x, REF, "logs", 0, i) for i, x in enumerate(logs)],
-        metrics_caught_up=True,
+        backlogged=(),
     )
 
     def value(name: str, **labels: str) -> float:

@@ -7,6 +7,7 @@ import numpy as np
 from detectors.bank import Evidence
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig
+from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 
 
@@ -82,3 +83,12 @@ def test_lifecycle_one_noisy_tick_never_fires() -> None:
 
 def test_score_is_one_half_at_the_firing_threshold() -> None:
     assert score01(np.array([0.0, 8.0, 1e9]), 8.0).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_a_flapping_entity_is_muted_after_its_cap_and_its_resolve_withheld_too() -> None:
+    limiter = RateLimiter(max_firings=2, window_s=3600.0)
+    decisions = [(limiter.allow_firing(7, t), limiter.allow_resolve(7)) for t in (0.0, 600.0, 1200.0)]
+    assert decisions == [(True, True), (True, True), (False, False)]
+    assert limiter.withheld == 1
+    assert limiter.allow_firing(7, 3601.0)  # the first firing left the window
+    assert limiter.allow_firing(8, 1200.0)  # other entities are unaffected
