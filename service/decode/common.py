@@ -73,8 +73,11 @@ def str_labels(raw: object, what: str = "labels") -> dict[str, str]:
 
 
 def with_host(labels: dict[str, str], host: str | None) -> dict[str, str]:
-    """Adds `host` from the transport (Kafka key/header) when the payload names no host itself."""
-    if not host or any(labels.get(k) for k in HOST_LABELS):
+    """Adds `host` from the transport (Kafka key/header) when the payload names no host itself.
+
+    `nodename` (node_uname_info's kernel host name) does not count: the transport's name wins over it.
+    """
+    if not host or any(labels.get(k) for k in HOST_LABELS if k != "nodename"):
         return labels
     return {**labels, "host": host}
 
