@@ -18,8 +18,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from prometheus_client import Counter
-
 from service.decode import formats
 from service.decode.kernel_events import extract_events
 from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
@@ -92,7 +90,6 @@ class Processor:
             if name not in formats.METRIC_DECODERS and name not in formats.LOG_DECODERS:
                 raise ValueError(f"unknown format {name!r} in topic_formats")
         self.held_xids: list[XidEvent] = []
-        self.counters = _IngestCounters(telemetry)
         self.listeners: list[Callable[[list[Alert]], None]] = []  # sinks that take alerts as they happen
 
     def process(
@@ -128,9 +125,9 @@ class Processor:
         t.samples.inc(sum(map(len, by_source.values())))
         kernel = sum(line.kernel for line in lines)
         t.kernel_lines.inc(kernel)
-        self.counters.not_kernel.inc(len(lines) - kernel)
+        t.log_lines_not_kernel.inc(len(lines) - kernel)
         for ev in out.events:
-            self.counters.events.labels(ev.kind).inc()
+            t.kernel_events.labels(ev.kind).inc()
         for dl in out.dead_letters:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
@@ -156,7 +153,7 @@ class Processor:
                 out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
                 continue
             decoded.append((msg, got))
-        self.counters.decoded.labels(stream).inc(len(decoded))
+        self.telemetry.messages_decoded.labels(stream).inc(len(decoded))
         return decoded
 
     def _metrics_decoder(self, topic: str) -> MetricDecoder:
@@ -189,19 +186,3 @@ def _as_xid(ev: XidEvent | GpuOffBusEvent) -> XidEvent:
     return XidEvent(
         ts=ev.ts, node=ev.node, pci_bus_id=ev.pci_bus_id, code=79, pid=None, process=None, message=ev.message
     )
-
-
-class _IngestCounters:
-    def __init__(self, telemetry: Telemetry) -> None:
-        reg = telemetry.registry
-        self.decoded = Counter(
-            "prexid_messages_decoded", "Messages decoded to at least one record", ["stream"], registry=reg
-        )
-        self.not_kernel = Counter(
-            "prexid_log_lines_not_kernel",
-            "Log lines whose envelope says they are not from the kernel",
-            registry=reg,
-        )
-        self.events = Counter(
-            "prexid_kernel_events", "GPU events found in kernel lines", ["kind"], registry=reg
-        )
