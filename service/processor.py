@@ -119,10 +119,24 @@ class Processor:
         self.held_xids += [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
         out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(everything=drain or not backlogged)))
 
+        self._count(metrics, logs, sum(map(len, by_source.values())), lines, out)
+        if out.alerts:
+            for listener in self.listeners:
+                listener(out.alerts)
+        return out
+
+    def _count(
+        self,
+        metrics: Sequence[Message],
+        logs: Sequence[Message],
+        samples: int,
+        lines: list[KernelLine],
+        out: Output,
+    ) -> None:
         t = self.telemetry
         t.messages.labels("metrics").inc(len(metrics))
         t.messages.labels("logs").inc(len(logs))
-        t.samples.inc(sum(map(len, by_source.values())))
+        t.samples.inc(samples)
         kernel = sum(line.kernel for line in lines)
         t.kernel_lines.inc(kernel)
         t.log_lines_not_kernel.inc(len(lines) - kernel)
@@ -131,10 +145,6 @@ class Processor:
         for dl in out.dead_letters:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
-        if out.alerts:
-            for listener in self.listeners:
-                listener(out.alerts)
-        return out
 
     def _decode_all(
         self, msgs: Sequence[Message], stream: str, pick: Callable[[str], Callable[..., T]], out: Output
