@@ -19,7 +19,8 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from service.decode import formats
+from service.decode import formats, prom_text
+from service.decode.types import Samples
 
 REF_TS = 1_796_205_600.0
 _METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_UTIL")
@@ -79,6 +80,7 @@ def cases(n: int = 20_000) -> list[Case]:
         Case("telegraf_json", telegraf, n, telegraf),
         Case("otlp_json", otlp, n, otlp),
         Case("prom_text", [text], n, adapter),
+        Case("prom_text (first scrape)", [text], n, adapter),
         Case("influx", [influx], n, adapter),
     ]
 
@@ -102,30 +104,45 @@ def _otlp(series: list[tuple[str, dict[str, str], float]]) -> bytes:
     return orjson.dumps({"resourceMetrics": [{"resource": {}, "scopeMetrics": [{"metrics": points}]}]})
 
 
-def rate(run: Callable[[], object], samples: int, seconds: float) -> float:
-    """Best samples/s over repeated runs within `seconds` (best-of filters other load on the machine)."""
-    best = float("inf")
+def best_rates(
+    ours: Callable[[], object], base: Callable[[], object], samples: int, seconds: float
+) -> tuple[float, float]:
+    """Best samples/s of each, runs alternated within `seconds`: load from other processes hits both
+    alike, and best-of keeps the least disturbed run."""
+    best = [float("inf"), float("inf")]
     deadline = time.perf_counter() + seconds
     while True:
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
+        for i, run in enumerate((ours, base)):
+            start = time.perf_counter()
+            run()
+            best[i] = min(best[i], time.perf_counter() - start)
         if time.perf_counter() > deadline:
-            return samples / best
+            return samples / best[0], samples / best[1]
+
+
+def _cold_prom_text(payload: bytes, ref_ts: float) -> Samples:
+    """A scrape whose series were never seen: the label-parsing cache is emptied first."""
+    prom_text.forget_series()
+    return prom_text.decode(payload, ref_ts)
 
 
 def measure(case: Case, seconds: float) -> tuple[float, float]:
-    decode = formats.metric_decoder(case.format)
+    decode = (
+        _cold_prom_text if case.format.endswith("(first scrape)") else formats.metric_decoder(case.format)
+    )
     got = sum(len(decode(p, REF_TS)) for p in case.payloads)
     if got != case.samples:
         raise RuntimeError(f"{case.format}: decoded {got} samples, expected {case.samples}")
-    ours = rate(lambda: [decode(p, REF_TS) for p in case.payloads], case.samples, seconds)
-    base = rate(lambda: [json.loads(p) for p in case.baseline_payloads], case.samples, seconds)
-    return ours, base
+    return best_rates(
+        lambda: [decode(p, REF_TS) for p in case.payloads],
+        lambda: [json.loads(p) for p in case.baseline_payloads],
+        case.samples,
+        seconds,
+    )
 
 
 def _target(fmt: str, ours: float, ratio: float) -> tuple[str, bool]:
-    if fmt == "prom_text":
+    if fmt.startswith("prom_text"):
         return "≥ 1M samples/s", ours >= 1e6
     if fmt == "influx":  # line protocol is text, not JSON: reported, no target
         return "(report only)", True

@@ -21,6 +21,8 @@ from service.decode.types import DecodeError, Samples, utf8
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(,|$)')
+_SIMPLE_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\\n]*)"')
+_SIMPLE_BODY = re.compile(r'(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*",)*(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")?')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _CACHE_HOSTS, _CACHE_SERIES = 4096, 100_000
 _series_cache: dict[str | None, dict[str, tuple[str, dict[str, str]]]] = {}
@@ -44,10 +46,10 @@ def decode_envelope(doc: dict[str, Any], ref_ts: float, host: str | None = None)
 
 
 def parse_exposition(text: str, scrape_ts: float, host: str | None) -> Samples:
-    names: list[str] = []
-    labels: list[dict[str, str]] = []
-    stamps: list[float] = []
+    parsed_series: list[tuple[str, dict[str, str]]] = []
     raw_values: list[str] = []
+    stamps: dict[int, float] = {}  # sample index -> own timestamp; the rest take the scrape time
+    add_series, add_value = parsed_series.append, raw_values.append
     cache = _cache_for(host)
     exemplars = " # " in text  # OpenMetrics exemplars follow the value: cut them off first
     for line in text.split("\n"):
@@ -57,28 +59,42 @@ def parse_exposition(text: str, scrape_ts: float, host: str | None) -> Samples:
             line = line.split(" # ", 1)[0]
         brace = line.rfind("}")
         if brace >= 0:
-            series, rest = line[: brace + 1].lstrip(), line[brace + 1 :].split()
+            series, value = line[: brace + 1], line[brace + 1 :].strip()
         else:
-            rest = line.split()
-            if not rest:
+            series, _, value = line.strip().partition(" ")
+            if not series:
                 continue
-            series = rest.pop(0)
         parsed = cache.get(series)
         if parsed is None:
-            name, lab = _parse_series(series, line)
-            parsed = cache[series] = (name, with_host(lab, host))
-        names.append(parsed[0])
-        labels.append(parsed[1])
-        if len(rest) == 1:
-            stamps.append(scrape_ts)
-        elif len(rest) == 2:
-            stamps.append(_timestamp_ms(rest[1], line))
-        else:
-            raise DecodeError("bad_sample_line", line[:120])
-        raw_values.append(rest[0])
-    if not names:
+            parsed = cache[series] = _parse_new_series(series, line, host)
+        add_series(parsed)
+        if " " in value or "\t" in value:
+            value = _split_timestamp(value, line, len(raw_values), stamps)
+        add_value(value)
+    if not raw_values:
         raise DecodeError("empty", "no samples in the exposition")
-    return Samples(names, labels, stamps, _floats(raw_values))
+    ts = [scrape_ts] * len(raw_values)
+    for i, stamp in stamps.items():
+        ts[i] = stamp
+    return Samples([p[0] for p in parsed_series], [p[1] for p in parsed_series], ts, _floats(raw_values))
+
+
+def _parse_new_series(series: str, line: str, host: str | None) -> tuple[str, dict[str, str]]:
+    name, labels = _parse_series(series.lstrip(), line)
+    return name, with_host(labels, host)
+
+
+def _split_timestamp(value: str, line: str, index: int, stamps: dict[int, float]) -> str:
+    parts = value.split()
+    if len(parts) != 2:
+        raise DecodeError("bad_sample_line", line[:120])
+    stamps[index] = _timestamp_ms(parts[1], line)
+    return parts[0]
+
+
+def forget_series() -> None:
+    """Empty the parsed-series cache (benchmarks of a first scrape; tests)."""
+    _series_cache.clear()
 
 
 def _cache_for(host: str | None) -> dict[str, tuple[str, dict[str, str]]]:
@@ -122,7 +138,22 @@ def _parse_series(series: str, line: str) -> tuple[str, dict[str, str]]:
         raise DecodeError("bad_metric_name", line[:120])
     if brace < 0:
         return name, {}
-    body, pos, out = series[brace + 1 : -1], 0, {}
+    body = series[brace + 1 : -1]
+    simple = _simple_labels(body)
+    return name, simple if simple is not None else _escaped_labels(body, line)
+
+
+def _simple_labels(body: str) -> dict[str, str] | None:
+    """The common case (no escapes, no spaces): one findall, checked to have consumed the whole body."""
+    if "\\" in body:
+        return None
+    if not _SIMPLE_BODY.fullmatch(body):
+        return None
+    return dict(_SIMPLE_LABEL.findall(body))
+
+
+def _escaped_labels(body: str, line: str) -> dict[str, str]:
+    pos, out = 0, {}
     while pos < len(body):
         m = _LABEL.match(body, pos)
         if m is None:
@@ -131,4 +162,4 @@ def _parse_series(series: str, line: str) -> tuple[str, dict[str, str]]:
             break
         out[m[1]] = re.sub(r"\\.", lambda e: _UNESCAPE.get(e[0], e[0]), m[2]) if "\\" in m[2] else m[2]
         pos = m.end()
-    return name, out
+    return out
