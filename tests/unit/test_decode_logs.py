@@ -176,6 +176,15 @@ def _line(message: str, host: str = "node-a", kernel: bool = True) -> KernelLine
 
 # Every variant in /work/shared/reference/xid.md, plus NVLink5 and Xid 154 lines.
 XID_VARIANTS = [
+    # as a container runtime's driver process reports it (name with a colon and brackets)
+    (
+        "NVRM: Xid (PCI:0000:c6:00): 79, pid=1101234, name=nvc:[driver], GPU has fallen off the bus.",
+        ("0000:c6:00", 79, 1101234, "nvc:[driver]", "GPU has fallen off the bus."),
+    ),
+    (
+        "NVRM: Xid (PCI:0000:1b:00): 137, pid=991, name=python3, NVLink: TLC RX PRIV Error",
+        ("0000:1b:00", 137, 991, "python3", "NVLink: TLC RX PRIV Error"),
+    ),
     (
         "NVRM: Xid (PCI:0000:19:00): 79, pid=3310, name=python, GPU has fallen off the bus.",
         ("0000:19:00", 79, 3310, "python", "GPU has fallen off the bus."),
