@@ -11,11 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from detectors.fusion import Fusion
-from detectors.signals import Family
+from detectors.signals import SHARED_CAUSE_FAMILIES, Family
 
-CLUSTER_FAULT_FAMILIES = frozenset(
-    {Family.THERMAL, Family.STORAGE_IO, Family.NETWORK, Family.NVLINK, Family.LIVENESS}
-)
+CLUSTER_FAULT_FAMILIES = SHARED_CAUSE_FAMILIES
 
 
 def cluster_fused(fusion: Fusion, fire: float, families: frozenset[Family] = CLUSTER_FAULT_FAMILIES) -> float:

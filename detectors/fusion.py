@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
-from detectors.signals import N_FAMILIES
+from detectors.signals import N_FAMILIES, PER_DEVICE_FAMILIES, SHARED_CAUSE_FAMILIES
 
 SURPRISE_CAP = 12.0
 
@@ -33,6 +33,7 @@ class FusionConfig:
     common_mode_frac: float = 0.3  # a family voting on this share of its entities at once is common-mode
     common_mode_exit: float = 0.1  # ... and stays so until the share falls below this (hysteresis)
     common_mode_min_entities: int = 4  # too few entities carry a family to tell common-mode from a fault
+    node_mode_frac: float = 0.5  # a family voting on this share of one node's GPUs is a node-level cause
 
 
 def surprise(p: Floats) -> Floats:
@@ -55,6 +56,7 @@ class Fusion:
         self.top_value = np.full((0, N_FAMILIES), np.nan)
         self.last_tick = -np.inf
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
+        self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
         self.at_tick = self.held.copy()
@@ -68,6 +70,7 @@ class Fusion:
         self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
         self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
@@ -91,13 +94,15 @@ class Fusion:
         Evidence held from before a gap in the data is aged by the whole gap first. A family voting on
         at least `common_mode_frac` of all entities at once is common-mode (a checkpoint, a job restart,
         a storage stall): it is evidence against no single GPU, so its held evidence is cleared for
-        everyone, before its decaying tail could leak into a few entities' sums.
+        everyone, before its decaying tail could leak into a few entities' sums. One level down, a
+        family voting on most GPUs of one node is that node's: see `lift_node_causes`.
         """
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
         self.common = self.common_mode()
         self.held[:, self.common] = 0.0
+        self.lift_node_causes()
         fused = self.fused()
         self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
         self.decay(cfg.step_s)
@@ -113,6 +118,43 @@ class Fusion:
         enough = carriers >= cfg.common_mode_min_entities
         threshold = np.where(self.common, cfg.common_mode_exit, cfg.common_mode_frac)
         return np.asarray(enough & (self.common_share >= threshold))
+
+    def lift_node_causes(self) -> None:
+        """Move evidence shared by most of a node's GPUs up to the node entity.
+
+        Several GPUs of one node moving together (a PCIe or NVLink switch, the node's cooling) are one
+        node fault, not several GPU faults: a shared-cause family is credited to the node entity and
+        cleared from its GPUs; a workload family (a single-node job's phase) is only cleared; per-device
+        families (ECC, Xid) stay with their GPU.
+        """
+        gpus = np.flatnonzero(self.parent >= 0)
+        if not len(gpus):
+            return
+        nodes = self.parent[gpus]
+        hot = self.held[gpus] >= self.config.vote_min
+        votes = np.zeros_like(self.held)
+        carriers = np.zeros_like(self.held)
+        np.add.at(votes, nodes, hot)
+        np.add.at(carriers, nodes, self.present[gpus])
+        node_wide = (carriers >= 2) & (votes >= self.config.node_mode_frac * np.maximum(carriers, 1))
+        moved = node_wide[nodes] & hot  # (gpu, family) cells explained by their node
+        if not moved.any():
+            return
+        shared = np.zeros(N_FAMILIES, dtype=bool)
+        shared[[int(f) for f in SHARED_CAUSE_FAMILIES]] = True
+        per_device = np.zeros(N_FAMILIES, dtype=bool)
+        per_device[[int(f) for f in PER_DEVICE_FAMILIES]] = True
+        rows, fams = np.nonzero(moved & shared)
+        credit = self.held[gpus[rows], fams]
+        cells = nodes[rows] * N_FAMILIES + fams
+        flat = self.held.reshape(-1)
+        np.maximum.at(flat, cells, credit)
+        won = credit >= flat[cells]
+        self.top_series.reshape(-1)[cells[won]] = self.top_series[gpus[rows], fams][won]
+        self.top_value.reshape(-1)[cells[won]] = self.top_value[gpus[rows], fams][won]
+        self.present[nodes[rows], fams] = True
+        clear_rows, clear_fams = np.nonzero(moved & ~per_device)
+        self.held[gpus[clear_rows], clear_fams] = 0.0
 
     def fused(self) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote."""
@@ -138,6 +180,7 @@ class Fusion:
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
             "common": self.common,
+            "parent": self.parent,
         }
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
@@ -147,3 +190,4 @@ class Fusion:
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
         self.common = np.array(arrays["common"], dtype=bool)
+        self.parent = np.array(arrays["parent"], dtype=np.int64)

@@ -16,8 +16,8 @@ from service.state import ServiceState
 
 
 def build(settings: Settings) -> tuple[ServiceState, Processor]:
-    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
-    state = ServiceState.new(pipeline)
+    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
+    state = ServiceState.new(pipeline, settings.history_ticks)
     processor = Processor(
         pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
     )

@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.dashboard import dashboard_router, static_files
 from service.explain import EntityEvidence, node_evidence
 from service.models import Alert
 from service.state import ServiceState
@@ -60,4 +61,6 @@ def create_app(state: ServiceState) -> FastAPI:
                 return ev
         raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")
 
+    app.include_router(dashboard_router(state))
+    app.mount("/static", static_files(), name="static")
     return app

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
 
 AlertKind = Literal["pre_xid", "xid", "node", "cluster"]
 AlertStatus = Literal["firing", "resolved"]
 Severity = Literal["critical", "warning", "info"]
+
+# Where docs/runbooks/ is published; override with PREXID_RUNBOOK_BASE_URL (and in the alert rules).
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/prexid/prexid/blob/main/docs/runbooks"
+
+
+def runbook_url(kind: str, base_url: str = DEFAULT_RUNBOOK_BASE_URL) -> str:
+    """One runbook page per alert kind, so whoever is paged lands on what to do."""
+    return f"{base_url.rstrip('/')}/{kind}.md"
 
 
 def rfc3339(ts: float) -> str:
@@ -55,6 +63,14 @@ class Alert(BaseModel):
     lead_time_seconds: float | None = None
     recommended_action: str | None = None
     pci_bus_id: str | None = None
+    runbook_url: str = Field("", description="the runbook page for this kind; derived from kind if unset")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_runbook_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("runbook_url") and "kind" in data:
+            return {**data, "runbook_url": runbook_url(data["kind"])}
+        return data
 
 
 class XidEvent(BaseModel):

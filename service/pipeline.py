@@ -9,7 +9,7 @@ tick the fusion layer is evaluated and the alert lifecycle advanced, however lar
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +22,7 @@ from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.watermark import ReorderBuffer, Watermarks
 from service.decode.types import RawSample, Samples
-from service.models import Alert, Signal, XidEvent, rfc3339
+from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
 from service.series import NO_FAMILY, SeriesRegistry
 from service.xid_alerts import XidAlerts
 
@@ -36,6 +36,7 @@ class PipelineConfig:
     max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
 def fingerprint(*parts: object) -> str:
@@ -61,6 +62,8 @@ class Pipeline:
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
         self.xid_alerts = XidAlerts(self, fingerprint)
+        # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
+        self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
     # -- metrics -------------------------------------------------------------------------------------
     @property
@@ -129,9 +132,13 @@ class Pipeline:
         )
 
     def _evaluate(self, tick: float) -> list[Alert]:
-        self.fusion.ensure(len(self.registry.entities))
+        n = len(self.registry.entities)
+        self.fusion.ensure(n)
+        self.fusion.parent[:n] = self.registry.parent_of
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
+        for listener in self.tick_listeners:
+            listener(tick, fused, self.fusion.at_tick)
         alerts = [
             self._transition_alert(t)
             for t in self.lifecycle.step(fused, tick)
@@ -183,6 +190,7 @@ class Pipeline:
             score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
             signals=signals,
             summary=summary,
+            runbook_url=runbook_url("cluster", self.config.runbook_base_url),
         )
         if tr.firing:
             self.active[fp] = alert
@@ -216,6 +224,7 @@ class Pipeline:
             )
             if tr.firing
             else f"{what} no longer shows anomalous signals",
+            runbook_url=runbook_url(kind, self.config.runbook_base_url),
         )
         if tr.firing:
             self.active[fp] = alert

@@ -58,6 +58,7 @@ class SeriesRegistry:
     kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     entities: list[Entity] = field(default_factory=list)
     entity_ids: dict[Entity, int] = field(default_factory=dict)
+    parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
     gpu_by_pci: dict[tuple[str, str], int] = field(default_factory=dict)
     gpu_by_uuid: dict[str, int] = field(default_factory=dict)
     uuid_of: dict[int, str] = field(default_factory=dict)  # GPU entity -> UUID label
@@ -68,11 +69,14 @@ class SeriesRegistry:
         return len(self.names)
 
     def entity_id(self, node: str, gpu: int | None) -> int:
+        """Entity id of a node or GPU; a GPU's node entity is created with it (the GPU's parent)."""
         key = Entity(node, gpu)
         eid = self.entity_ids.get(key)
         if eid is None:
+            parent = self.entity_id(node, None) if gpu is not None else -1
             eid = self.entity_ids[key] = len(self.entities)
             self.entities.append(key)
+            self.parent_of.append(parent)
         return eid
 
     def intern(self, name: str, labels: dict[str, str]) -> int:

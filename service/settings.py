@@ -19,6 +19,7 @@ from pydantic_settings import (
 
 from detectors.fusion import FusionConfig
 from detectors.lifecycle import LifecycleConfig
+from service.models import DEFAULT_RUNBOOK_BASE_URL
 from service.pipeline import PipelineConfig
 
 
@@ -35,9 +36,12 @@ class DetectionSettings(BaseModel):
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
 
-    def pipeline_config(self, cluster: str) -> PipelineConfig:
+    def pipeline_config(
+        self, cluster: str, runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    ) -> PipelineConfig:
         return PipelineConfig(
             cluster=cluster,
+            runbook_base_url=runbook_base_url,
             lateness_s=self.lateness_s,
             max_series=self.max_series,
             fusion=FusionConfig(step_s=self.step_s),
@@ -75,6 +79,8 @@ class Settings(BaseSettings):
 
     http_host: str = "127.0.0.1"
     http_port: int = Field(8000, ge=0, le=65535)
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 
     detection: DetectionSettings = DetectionSettings()
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from service.history import ScoreHistory
 from service.pipeline import Pipeline
 from service.telemetry import Telemetry
 
@@ -19,7 +20,10 @@ class ServiceState:
     ready: bool = False
     not_ready_reason: str = "starting"
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
+    history: ScoreHistory = field(default_factory=lambda: ScoreHistory(120))
 
     @classmethod
-    def new(cls, pipeline: Pipeline) -> ServiceState:
-        return cls(pipeline, Telemetry(CollectorRegistry(), pipeline))
+    def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
+        state = cls(pipeline, Telemetry(CollectorRegistry(), pipeline), history=ScoreHistory(history_ticks))
+        pipeline.tick_listeners.append(state.history.record)
+        return state

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from detectors.xid_bursts import Burst, XidBursts
 from detectors.xid_catalog import XidInfo, xid_info
-from service.models import Alert, XidEvent, rfc3339
+from service.models import Alert, XidEvent, rfc3339, runbook_url
 from service.series import normalise_host
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class XidAlerts:
             lead_time_seconds=inc.lead,
             recommended_action=info.action,
             pci_bus_id=inc.pci_bus_id,
+            runbook_url=runbook_url("xid", p.config.runbook_base_url),
         )
         p.active[alert.fingerprint] = alert
         return alert
