@@ -23,6 +23,7 @@ _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(,|$)')
 _SIMPLE_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\\n]*)"')
 _SIMPLE_BODY = re.compile(r'(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*",)*(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")?')
+_SERIES_PREFIX = re.compile(r'\s*[^\s{]+(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _CACHE_HOSTS, _CACHE_SERIES = 4096, 100_000
 _series_cache: dict[str | None, dict[str, tuple[str, dict[str, str]]]] = {}
@@ -56,7 +57,7 @@ def parse_exposition(text: str, scrape_ts: float, host: str | None) -> Samples:
         if not line or line[0] == "#":
             continue
         if exemplars:
-            line = line.split(" # ", 1)[0]
+            line = _cut_exemplar(line)
         brace = line.rfind("}")
         if brace >= 0:
             series, value = line[: brace + 1], line[brace + 1 :].strip()
@@ -77,6 +78,13 @@ def parse_exposition(text: str, scrape_ts: float, host: str | None) -> Samples:
     for i, stamp in stamps.items():
         ts[i] = stamp
     return Samples([p[0] for p in parsed_series], [p[1] for p in parsed_series], ts, _floats(raw_values))
+
+
+def _cut_exemplar(line: str) -> str:
+    """Drop an OpenMetrics exemplar (` # {...} value`) but not a ` # ` inside a quoted label value."""
+    m = _SERIES_PREFIX.match(line)
+    head, rest = (line[: m.end()], line[m.end() :]) if m else ("", line)
+    return head + rest.split(" # ", 1)[0]
 
 
 def _parse_new_series(series: str, line: str, host: str | None) -> tuple[str, dict[str, str]]:

@@ -185,9 +185,9 @@ def test_exposition_host_comes_from_the_transport_unless_a_host_label_exists() -
 
 
 def test_openmetrics_exemplars_are_cut_off() -> None:
-    body = b'http_requests_bucket{le="0.5"} 3 # {trace_id="abc"} 0.4 1796216415.0\n# EOF\n'
-    [s] = formats.metric_decoder("prom_text")(body, REF).rows()
-    assert (s.name, s.labels, s.value) == ("http_requests_bucket", {"le": "0.5"}, 3.0)
+    body = b'http_requests_bucket{le="0.5"} 3 # {trace_id="abc"} 0.4 1796216415.0\nq{a=" # "} 2\n# EOF\n'
+    rows = [(s.name, s.labels, s.value) for s in formats.metric_decoder("prom_text")(body, REF).rows()]
+    assert rows == [("http_requests_bucket", {"le": "0.5"}, 3.0), ("q", {"a": " # "}, 2.0)]
 
 
 def test_escaped_label_values_are_unescaped() -> None:
