@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -28,6 +29,7 @@ def load_object(payload: bytes) -> dict[str, Any]:
     return doc
 
 
+@lru_cache(maxsize=4096)  # one scrape's samples share their timestamp string
 def parse_rfc3339(text: str) -> float:
     try:
         ts = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")).timestamp()
@@ -39,11 +41,13 @@ def parse_rfc3339(text: str) -> float:
 def epoch_seconds(value: object) -> float:
     """A number of s, ms, µs or ns since the epoch (told apart by magnitude), or an RFC3339 string."""
     if isinstance(value, str):
+        text = value
+        if "T" in text or "-" in text[1:]:  # RFC3339, not a number (saves a failing float())
+            return parse_rfc3339(text)
         try:
-            number = float(value)
+            value = float(text)
         except ValueError:
-            return parse_rfc3339(value)
-        value = number
+            raise DecodeError("bad_timestamp", text[:64]) from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise DecodeError("bad_timestamp", repr(value)[:64])
     scale = 1.0
@@ -69,7 +73,11 @@ def str_labels(raw: object, what: str = "labels") -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise DecodeError(f"bad_{what}", repr(raw)[:64])
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in raw.items() if k != "__name__"}
+    labels = dict(raw)
+    labels.pop("__name__", None)
+    if set(map(type, labels.values())) <= {str}:  # the usual case, checked without a Python loop
+        return labels
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in labels.items()}
 
 
 def with_host(labels: dict[str, str], host: str | None) -> dict[str, str]:
