@@ -57,9 +57,10 @@ class XidAlerts:
         if inc is None:
             return _Incident(gpu, ev.pci_bus_id, lead, info, codes)
         worst = info if _RANK[info.severity] > _RANK[inc.worst.severity] else inc.worst
-        lead = inc.lead if inc.lead is not None else lead
-        if inc.gpu is None and gpu is not None:
+        if inc.gpu is None and gpu is not None:  # the GPU became known: the alert is about it now
             return _Incident(gpu, ev.pci_bus_id, lead, worst, codes)
+        same_gpu = gpu is not None and gpu == inc.gpu
+        lead = inc.lead if inc.lead is not None or not same_gpu else lead
         return _Incident(inc.gpu, inc.pci_bus_id, lead, worst, codes)
 
     def _gpu_and_lead(self, ev: XidEvent, node: str) -> tuple[int | None, float | None]:

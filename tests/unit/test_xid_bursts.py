@@ -82,3 +82,17 @@ def test_host_spellings_and_pci_spellings_join_to_the_same_gpu() -> None:
     [alert] = p.ingest_xids([xid(48, T0, node="NODE-3.cluster.local", pci="0000:3B:00")])
     assert alert.gpu == 2
     assert p.registry.gpu_for_uuid("gpu-ABC") == p.registry.gpu_for_pci("node-3", "0000:3b:00")
+
+
+def test_a_lead_time_comes_only_from_the_gpu_the_alert_is_about() -> None:
+    p = pipeline_knowing_gpu()
+    other = {"gpu": "6", "Hostname": "node-3", "pci_bus_id": "00000000:86:00.0"}
+    p.ingest_samples([RawSample("DCGM_FI_DEV_GPU_TEMP", other, T0 - 60, 50.0)])
+    p.pre_xid_fired[p.registry.gpu_for_pci("node-3", "0000:86:00") or -1] = (T0 - 600, "fp")
+    [first] = p.ingest_xids([xid(74, T0)])  # GPU 2, never warned about
+    later = p.ingest_xids([xid(74, T0 + 5, pci="0000:86:00")])  # GPU 6, warned 605 s before
+    assert (first.gpu, first.lead_time_seconds) == (2, None)
+    assert later == []  # same burst, nothing about the alert changed
+    p.pre_xid_fired[p.registry.gpu_for_pci("node-3", "0000:3b:00") or -1] = (T0 - 100, "fp2")
+    [updated] = p.ingest_xids([xid(48, T0 + 9)])
+    assert (updated.gpu, updated.lead_time_seconds, updated.xid_codes) == (2, 109.0, [74, 48])
