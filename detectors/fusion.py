@@ -136,7 +136,7 @@ class Fusion:
         carriers = np.zeros_like(self.held)
         np.add.at(votes, nodes, hot)
         np.add.at(carriers, nodes, self.present[gpus])
-        node_wide = (carriers >= 2) & (votes >= self.config.node_mode_frac * np.maximum(carriers, 1))
+        node_wide = (votes >= 2) & (votes >= self.config.node_mode_frac * carriers)  # never one GPU alone
         moved = node_wide[nodes] & hot  # (gpu, family) cells explained by their node
         if not moved.any():
             return

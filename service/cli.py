@@ -36,12 +36,16 @@ def build(settings: Settings) -> tuple[ServiceState, Processor]:
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from service.demo import stream_demo
-    from service.demo_sim import DemoCluster
+    from service.demo_sim import DemoCluster, DemoFault
     from service.serve import serve
 
     console = Console()
     state, processor = build(settings)
-    cluster = DemoCluster(nodes=args.nodes, gpus=args.gpus, seed=args.seed)
+    if args.nodes < 1 or args.gpus < 1:
+        console.print("[red]--nodes and --gpus must be at least 1[/red]")
+        return 2
+    fault = DemoFault(node=min(3, args.nodes - 1), gpu=min(5, args.gpus - 1))  # the faulty GPU exists
+    cluster = DemoCluster(nodes=args.nodes, gpus=args.gpus, seed=args.seed, fault=fault)
     console.print(
         f"[bold]prexid demo[/bold]: {cluster.nodes} nodes x {cluster.gpus} GPUs, "
         f"{cluster.duration_s / 60:.0f} simulated minutes at {args.speed:g}x; "

@@ -132,3 +132,11 @@ def test_ecc_errors_stay_with_each_gpu_even_when_neighbours_have_them_too() -> N
     fused = f.evaluate(0.0)
     assert (fused[gpus] == 6.0).all()  # ECC kept per GPU, thermal lifted to the node
     assert fused[0] == 6.0
+
+
+def test_one_sick_gpu_of_a_two_gpu_node_stays_a_gpu_fault() -> None:
+    f = node_cluster(nodes=4, gpus=2)
+    f.ingest(*evidence([1, 1], [Family.PCIE, Family.THERMAL], [1e-8, 1e-6]))
+    fused = f.evaluate(0.0)
+    assert fused[1] == 12.0
+    assert fused[0] == 0.0
