@@ -18,7 +18,9 @@ from service.state import ServiceState
 def build(settings: Settings) -> tuple[ServiceState, Processor]:
     pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
     state = ServiceState.new(pipeline, settings.history_ticks)
-    processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
+    processor = Processor(
+        pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
+    )
     if settings.alertmanager_urls:
         from service.alertmanager import AlertmanagerSink
 
@@ -64,8 +66,15 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
+    from service.parse_cmd import cmd_parse as parse
+
+    return parse(args)
+
+
 # `prexid bench TARGET`: each target is "module:function" taking (args) and returning an exit code.
 BENCH_TARGETS = {
+    "decode": "service.bench.decode:cmd_bench_decode",
     "detectors": "service.bench.detectors:cmd_bench_detectors",
 }
 
@@ -98,6 +107,15 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="consume Kafka topics, publish alerts (PREXID_*)")
     run.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
     run.set_defaults(func=cmd_run)
+
+    parse = sub.add_parser(
+        "parse", parents=[common], help="decode stdin, print what prexid reads (JSON lines)"
+    )
+    parse.add_argument("stream", choices=["metrics", "logs"])
+    parse.add_argument("--format", default="auto", help="format name (docs/ingest.md) or auto")
+    parse.add_argument("--host", default=None, help="host for payloads naming none, as a Kafka key would")
+    parse.add_argument("--ts", type=float, default=None, help="record time (epoch s); default now")
+    parse.set_defaults(func=cmd_parse)
 
     bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
     bench.add_argument("target", choices=sorted(BENCH_TARGETS))

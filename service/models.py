@@ -59,6 +59,7 @@ class Alert(BaseModel):
     signals: list[Signal]
     summary: str
     xid_code: int | None = None
+    xid_codes: list[int] | None = Field(None, description="every Xid code of the burst, in order seen")
     lead_time_seconds: float | None = None
     recommended_action: str | None = None
     pci_bus_id: str | None = None
@@ -86,3 +87,57 @@ class XidEvent(BaseModel):
     pid: int | None
     process: str | None
     message: str
+
+
+class SxidEvent(BaseModel):
+    """One NVSwitch SXid: the driver prints a head line (`Fatal, Link 12 ...`) and then `Severity ...`
+    and `Data {...}` lines with the same code; together they are one event. Belongs to the node's
+    fabric, not to one GPU.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["sxid"] = "sxid"
+    ts: float
+    node: str
+    switch: int = Field(description="N of nvidia-nvswitchN")
+    pci_bus_id: str
+    code: int
+    fatal: bool | None = Field(description="None when the head line was not seen")
+    link: int | None
+    message: str
+    details: list[str] = Field(default_factory=list, description="the Severity and Data lines")
+
+
+class GpuOffBusEvent(BaseModel):
+    """`NVRM: GPU 0000:19:00.0: GPU has fallen off the bus.`, which can appear without an Xid 79 line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["gpu_off_bus"] = "gpu_off_bus"
+    ts: float
+    node: str
+    pci_bus_id: str
+    message: str
+
+
+GpuResetAction = Literal["reset_required", "reboot_required", "reset", "recovery", "init_failed"]
+
+
+class GpuResetEvent(BaseModel):
+    """A driver line about resetting or recovering a GPU (or failing to bring it back)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["gpu_reset"] = "gpu_reset"
+    ts: float
+    node: str
+    pci_bus_id: str
+    action: GpuResetAction
+    message: str
+
+
+KernelEvent = XidEvent | SxidEvent | GpuOffBusEvent | GpuResetEvent

@@ -22,10 +22,10 @@ from detectors.peer import PeerGroups
 from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.watermark import ReorderBuffer, Watermarks
-from detectors.xid_catalog import xid_info
-from service.decode.types import RawSample
+from service.decode.types import RawSample, Samples
 from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
-from service.series import NO_FAMILY, SeriesRegistry, normalise_host
+from service.series import NO_FAMILY, SeriesRegistry
+from service.xid_alerts import XidAlerts
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,7 @@ class Pipeline:
         self.cluster_score = 0.0
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
+        self.xid_alerts = XidAlerts(self, fingerprint)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -73,20 +74,22 @@ class Pipeline:
         """Event time up to which every sample has been scored."""
         return self.watermarks.value
 
-    def ingest_samples(self, samples: Sequence[RawSample], source: str = "default") -> list[Alert]:
+    def ingest_samples(self, samples: Samples | Sequence[RawSample], source: str = "default") -> list[Alert]:
         """Add one source's samples, then score whatever the watermark has released."""
         self.add_samples(samples, source)
         return self.advance()
 
-    def add_samples(self, samples: Sequence[RawSample], source: str) -> None:
-        """Intern and buffer samples; `source` is where they came from (a Kafka topic partition)."""
-        if samples:
+    def add_samples(self, samples: Samples | Sequence[RawSample], source: str) -> None:
+        """Intern and buffer samples (columns, or rows for convenience); `source` is where they came
+        from (a Kafka topic partition)."""
+        if not isinstance(samples, Samples):
+            samples = Samples.of(samples)
+        if len(samples):
             reg = self.registry
             before = len(reg)
-            n = len(samples)
-            ids = np.fromiter((reg.intern(s.name, s.labels) for s in samples), dtype=np.int64, count=n)
-            ts = np.fromiter((s.ts for s in samples), dtype=np.float64, count=n)
-            values = np.fromiter((s.value for s in samples), dtype=np.float64, count=n)
+            ids = reg.intern_many(samples.names, samples.labels)
+            ts = np.array(samples.ts, dtype=np.float64)
+            values = np.array(samples.values, dtype=np.float64)
             if len(reg) > before:
                 new = np.arange(before, len(reg), dtype=np.int64)
                 self.bank.set_kinds(new, reg.kind_of[new])
@@ -280,38 +283,5 @@ class Pipeline:
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
-        return [self._xid_alert(ev) for ev in events]
-
-    def _xid_alert(self, ev: XidEvent) -> Alert:
-        info = xid_info(ev.code)
-        node = normalise_host(ev.node)
-        eid = self.registry.gpu_for_pci(node, ev.pci_bus_id)
-        gpu = self.registry.entities[eid].gpu if eid is not None else None
-        lead = None
-        if eid is not None and eid in self.pre_xid_fired:
-            fired_at, _ = self.pre_xid_fired[eid]
-            if 0.0 <= ev.ts - fired_at <= self.config.xid_link_window_s:
-                lead = ev.ts - fired_at
-        where = f"GPU {gpu} on {node}" if gpu is not None else f"PCI {ev.pci_bus_id} on {node}"
-        lead_text = f"; prexid warned {lead:.0f} s before" if lead is not None else ""
-        alert = Alert(
-            fingerprint=fingerprint(self.config.cluster, "xid", node, ev.pci_bus_id, ev.code, ev.ts),
-            status="firing",
-            kind="xid",
-            severity=info.severity,
-            cluster=self.config.cluster,
-            node=node,
-            gpu=gpu,
-            starts_at=rfc3339(ev.ts),
-            ends_at=None,
-            score=1.0,
-            signals=[],
-            summary=f"Xid {ev.code} ({info.mnemonic}) on {where}{lead_text}",
-            xid_code=ev.code,
-            lead_time_seconds=lead,
-            recommended_action=info.action,
-            pci_bus_id=ev.pci_bus_id,
-            runbook_url=runbook_url("xid", self.config.runbook_base_url),
-        )
-        self.active[alert.fingerprint] = alert
-        return alert
+        """One `xid` alert per burst: the event opening it fires it, later ones update it if it changes."""
+        return [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]

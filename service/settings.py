@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     dead_letter_topic: str = "prexid.dead-letters"
     metrics_format: str = "prom_kafka_adapter"
     logs_format: str = "syslog"
+    topic_formats: dict[str, str] = Field(
+        default_factory=dict, description="per-topic format overriding metrics_format/logs_format"
+    )
     batch_max_records: int = Field(10_000, ge=1)
     batch_timeout_ms: int = Field(200, ge=1)
 

@@ -76,6 +76,21 @@ class Telemetry:
             ["reason"],
             registry=registry,
         )
+        # decoded + dead-lettered = consumed (prexid_messages_total), per stream
+        self.messages_decoded = Counter(
+            "prexid_messages_decoded",
+            "Messages decoded to at least one record",
+            ["stream"],
+            registry=registry,
+        )
+        self.log_lines_not_kernel = Counter(
+            "prexid_log_lines_not_kernel",
+            "Log lines whose envelope says they are not from the kernel (never searched for events)",
+            registry=registry,
+        )
+        self.kernel_events = Counter(
+            "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
+        )
         self.alerts = Counter(
             "prexid_alerts", "Alert messages emitted", ["kind", "status"], registry=registry
         )
