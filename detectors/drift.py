@@ -103,7 +103,8 @@ class DriftCusum:
         count_alpha = 1.0 / (n + 1.0)
         a_ref = np.maximum(1.0 - np.exp2(-dt / self.ref_half_life_s), count_alpha)
         a_noise = np.maximum(1.0 - np.exp2(-dt / self.noise_half_life_s), count_alpha)
-        step = np.abs(x - prev)
+        with np.errstate(invalid="ignore"):  # ±Inf samples are not learned, below
+            step = np.abs(x - prev)
         warm = n < self.warmup  # noise is learned unclipped until then, so a first dip cannot pin it near 0
         step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
         new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)

@@ -61,7 +61,8 @@ class RobustDeviation:
         center, mad, n, last = st["center"][ids], st["mad"][ids], st["n"][ids], st["last_ts"][ids]
         ok = np.isfinite(x) & (ts >= last)  # non-finite and out-of-order samples are not folded in
         first = ok & (n == 0)
-        dev = x - center
+        with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
+            dev = x - center
         sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(center), self.abs_floor))
         judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
