@@ -36,6 +36,10 @@ class Evidence:
     ts: Floats
     values: Floats
     p: Floats
+    rising: NDArray[np.bool_] | None = None  # above the series' baseline (level or rate); None: all
+
+    def up(self) -> NDArray[np.bool_]:
+        return np.ones(len(self.ids), dtype=bool) if self.rising is None else self.rising
 
 
 class DetectorBank:
@@ -76,15 +80,31 @@ class DetectorBank:
         scored = kinds != Kind.IGNORED
         if scored.any():
             self.staleness.update(ids[scored], ts[scored], values[scored])
+        rising = np.ones(len(ids), dtype=bool)
         for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.any():
                 sub = (ids, ts, values) if mask.all() else (ids[mask], ts[mask], values[mask])
+                rising[mask] = self._rising(kind, *sub)
                 smallest = dets[0].update(*sub)
                 for det in dets[1:]:
                     np.minimum(smallest, det.update(*sub), out=smallest)
                 p[mask] = np.minimum(smallest * len(dets), 1.0)
-        return Evidence(ids=ids, ts=ts, values=values, p=p)
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising)
+
+    def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:
+        """Whether each sample lies above its series' baseline, read before the update.
+
+        Fusion uses it to tell a cluster getting hotter or more backlogged (a shared fault) from one
+        cooling down or going quiet (a job stop). Error counters only ever rise.
+        """
+        det = self.detectors[kind][0]
+        with np.errstate(invalid="ignore"):
+            if isinstance(det, CounterRate):
+                return np.asarray(det.rate_of(ids, ts, values) > det.baseline(ids))
+            if kind == Kind.GAUGE:
+                return np.asarray(values > det.baseline(ids))
+        return np.ones(len(ids), dtype=bool)
 
     def sweep(self, now: float) -> tuple[Ids, Floats]:
         """Series silent at event time `now` (scored kinds only) and the tail probability of the silence."""

@@ -54,11 +54,13 @@ class Fusion:
         self.held = np.zeros((0, N_FAMILIES))
         self.top_series = np.full((0, N_FAMILIES), -1, dtype=np.int64)
         self.top_value = np.full((0, N_FAMILIES), np.nan)
+        self.top_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # the top series is above its baseline
         self.last_tick = -np.inf
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
+        self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
         self.at_tick = self.held.copy()
 
     def ensure(self, n_entities: int) -> None:
@@ -70,6 +72,7 @@ class Fusion:
         self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
         self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
@@ -87,6 +90,7 @@ class Fusion:
         won = s >= flat[cells]
         self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
         self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
+        self.top_rising.reshape(-1)[cells[won]] = ev.up()[hot][won]
 
     def evaluate(self, tick: float) -> Floats:
         """Fused score per entity at `tick`, then age the held evidence by one step.
@@ -113,8 +117,10 @@ class Fusion:
         """Families voting on a large share of the entities that carry them, with hysteresis."""
         cfg = self.config
         carriers = self.present.sum(axis=0)
-        votes = (self.held >= cfg.vote_min).sum(axis=0)
+        voting = self.held >= cfg.vote_min
+        votes = voting.sum(axis=0)
         self.common_share = np.where(carriers > 0, votes / np.maximum(carriers, 1), 0.0)
+        self.rising_share = (voting & self.top_rising).sum(axis=0) / np.maximum(carriers, 1)
         enough = carriers >= cfg.common_mode_min_entities
         threshold = np.where(self.common, cfg.common_mode_exit, cfg.common_mode_frac)
         return np.asarray(enough & (self.common_share >= threshold))
@@ -177,6 +183,7 @@ class Fusion:
             "held": self.held,
             "top_series": self.top_series,
             "top_value": self.top_value,
+            "top_rising": self.top_rising,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
             "common": self.common,
@@ -187,6 +194,7 @@ class Fusion:
         self.held = np.array(arrays["held"], dtype=np.float64)
         self.top_series = np.array(arrays["top_series"], dtype=np.int64)
         self.top_value = np.array(arrays["top_value"], dtype=np.float64)
+        self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
         self.common = np.array(arrays["common"], dtype=bool)

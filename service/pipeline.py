@@ -130,7 +130,7 @@ class Pipeline:
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
         self.fusion.ingest(
-            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored]),
+            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored], ev.up()[scored]),
             self.registry.entity_of[ids[scored]],
             fam[scored],
         )

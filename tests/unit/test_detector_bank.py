@@ -152,5 +152,4 @@ def test_a_job_restart_across_the_cluster_pages_no_gpu_or_node() -> None:
     alerts = []
     for t in range(480):  # two hours; the job is down for 5 minutes after the first hour
         alerts += pipe.ingest_samples(cluster_scrape(t, rng, idle=240 <= t < 260))
-    assert [a for a in alerts if a.kind != "cluster"] == []  # at most one shared-cause cluster alert
-    assert {a.status for a in alerts} <= {"firing", "resolved"} and len(alerts) <= 2
+    assert alerts == []  # cooling down everywhere at once is the job stopping, not a cooling fault
