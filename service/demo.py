@@ -25,7 +25,7 @@ async def stream_demo(
     for tick in simulate(cluster):
         metrics = [Message(m, tick.ts, "demo.metrics") for m in tick.metrics]
         logs = [Message(line, tick.ts, "demo.kernel-logs") for line in tick.logs]
-        out = processor.process(metrics, logs)
+        out = processor.process(metrics, logs, backlogged=())  # a live feed: never behind
         print_alerts(console, out.alerts)
         for dl in out.dead_letters:
             console.print(f"[red]dead letter[/red] {dl.reason}: {dl.detail}")

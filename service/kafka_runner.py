@@ -40,7 +40,8 @@ def dead_letter_headers(dl: DeadLetter) -> list[tuple[str, bytes]]:
 
 def to_message(rec: ConsumerRecord) -> Message:
     value = rec.value if rec.value is not None else b""
-    return Message(value, rec.timestamp / 1000.0, rec.topic, rec.partition, rec.offset)
+    headers = tuple((k, v or b"") for k, v in (rec.headers or ()))
+    return Message(value, rec.timestamp / 1000.0, rec.topic, rec.partition, rec.offset, rec.key, headers)
 
 
 class KafkaRunner:
@@ -92,11 +93,25 @@ class KafkaRunner:
         logs: list[Message] = []
         for tp, records in batch.items():
             (metrics if tp.topic in self.metrics_topics else logs).extend(map(to_message, records))
+        backlogged = await self._backlogged_metric_sources(consumer)
         with self.state.telemetry.batch_seconds.time():
-            out = self.processor.process(metrics, logs)
+            out = self.processor.process(metrics, logs, backlogged)
         await self._publish(producer, out)
-        offsets = {tp: OffsetAndMetadata(records[-1].offset + 1, "") for tp, records in batch.items()}
-        await consumer.commit(offsets)
+        offsets = {
+            tp: OffsetAndMetadata(records[-1].offset + 1, "") for tp, records in batch.items() if records
+        }
+        if offsets:
+            await consumer.commit(offsets)
+
+    async def _backlogged_metric_sources(self, consumer: AIOKafkaConsumer) -> set[str]:
+        """Assigned metric partitions not yet read to their high watermark (unknown counts as behind)."""
+        behind = set()
+        for tp in consumer.assignment():
+            if tp.topic in self.metrics_topics:
+                highwater = consumer.highwater(tp)
+                if highwater is None or await consumer.position(tp) < highwater:
+                    behind.add(f"{tp.topic}:{tp.partition}")
+        return behind
 
     async def _publish(self, producer: AIOKafkaProducer, out: Output) -> None:
         """Send everything the batch caused and wait for the broker to acknowledge all of it."""

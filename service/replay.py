@@ -23,7 +23,7 @@ from rich.console import Console
 
 from service.cli import build
 from service.decode.syslog import decode as decode_syslog
-from service.decode.types import DecodeError
+from service.decode.types import DecodeError, Samples
 from service.models import Alert
 from service.processor import Message, Output, Processor
 from service.settings import Settings
@@ -138,34 +138,41 @@ class LogFeed:
         return out
 
 
+METRICS_SOURCE = "replay.metrics:0"
+
+
 def replay_columnar(
     data: Path, processor: Processor, writer: AlertWriter, console: Console, baselines: object
 ) -> int:
+    """Each scrape goes into the pipeline's event-time buffer as columns (series interned once, through
+    the pipeline's own `add_samples` on the first scrape), exactly as `add_samples` would put it."""
     pipe = processor.pipeline
     series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
-    ids = np.array([pipe.registry.intern(s["name"], s["labels"]) for s in series], dtype=np.int64)
-    new = np.arange(len(pipe.registry), dtype=np.int64)
-    pipe.bank.set_kinds(new, pipe.registry.kind_of[new])
+    names, labels = [s["name"] for s in series], [s["labels"] for s in series]
     chunks = sorted(data.glob("metrics-*.npz"))
     logs = LogFeed(data / "kernel.log")
+    ids = np.zeros(0, dtype=np.int64)
     n, last = 0, 0.0
     with progress(console) as bar:
         task = bar.add_task("replaying (columnar)", total=len(chunks))
         for ts_arr, values in _chunks(chunks):
-            if n == 0:
-                logs.prime(float(ts_arr[0]))
             for ts, row in zip(ts_arr.tolist(), values, strict=True):
-                present = ~np.isnan(row)
-                out = processor.process([], logs.until(ts))  # lines stamped before this scrape
-                out.alerts += pipe.ingest_columns(ids[present], np.full(int(present.sum()), ts), row[present])
-                pipe.samples_seen += int(present.sum())
-                writer.write(out, ts)
+                writer.write(processor.process([], logs.until(ts), ()), ts)  # lines stamped before it
+                if n == 0:
+                    logs.prime(ts)
+                    pipe.add_samples(Samples(names, labels, [ts] * len(names), row.tolist()), METRICS_SOURCE)
+                    ids = pipe.registry.intern_many(names, labels)
+                else:
+                    present = ~np.isnan(row)
+                    pipe.buffer.add(ids[present], np.full(int(present.sum()), ts), row[present])
+                    pipe.watermarks.observe(METRICS_SOURCE, ts)
+                writer.write(Output(alerts=pipe.advance()), ts)
                 last = ts
                 if baselines is not None:
                     baselines.observe(ts, row)  # type: ignore[attr-defined]
                 n += 1
             bar.advance(task)
-    writer.write(processor.process([], logs.until(np.inf)), last + 15.0)
+    writer.write(processor.process([], logs.until(np.inf), (), drain=True), last + 15.0)
     return n
 
 
@@ -186,17 +193,17 @@ def replay_wire(
         for ts, batch, nbytes in _scrapes(f):
             if n == 0:
                 logs.prime(ts)
-            writer.write(processor.process([], logs.until(ts)), ts)  # lines stamped before this scrape
-            writer.write(processor.process(batch, []), ts)
+            writer.write(processor.process([], logs.until(ts), ()), ts)  # lines stamped before this scrape
+            writer.write(processor.process(batch, [], ()), ts)
             n += 1
             bar.advance(task, nbytes)
-        writer.write(processor.process([], logs.until(np.inf)), ts if n else 0.0)
+        writer.write(processor.process([], logs.until(np.inf), (), drain=True), ts if n else 0.0)
     return n
 
 
 def _scrapes(f: IO[bytes]) -> Iterator[tuple[float, list[Message], int]]:
     """Consecutive lines with the same timestamp form one batch (the adapter writes scrape by scrape)."""
-    from service.decode.prom_kafka_adapter import parse_rfc3339
+    from service.decode.common import parse_rfc3339
 
     batch: list[Message] = []
     stamp, nbytes, ts = b"", 0, 0.0
@@ -209,7 +216,7 @@ def _scrapes(f: IO[bytes]) -> Iterator[tuple[float, list[Message], int]]:
         if key != stamp:
             stamp = key
             ts = parse_rfc3339(key.decode()) if key else ts
-        batch.append(Message(line.rstrip(b"\n"), ts, "replay.metrics"))
+        batch.append(Message(line.rstrip(b"\n"), ts, "replay.metrics", 0))
         nbytes += len(line)
     if batch:
         yield ts, batch, nbytes

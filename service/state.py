@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from service.history import ScoreHistory
 from service.pipeline import Pipeline
 from service.telemetry import Telemetry
 
@@ -16,7 +19,11 @@ class ServiceState:
     telemetry: Telemetry
     ready: bool = False
     not_ready_reason: str = "starting"
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
+    history: ScoreHistory = field(default_factory=lambda: ScoreHistory(120))
 
     @classmethod
-    def new(cls, pipeline: Pipeline) -> ServiceState:
-        return cls(pipeline, Telemetry(CollectorRegistry(), pipeline))
+    def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
+        state = cls(pipeline, Telemetry(CollectorRegistry(), pipeline), history=ScoreHistory(history_ticks))
+        pipeline.tick_listeners.append(state.history.record)
+        return state

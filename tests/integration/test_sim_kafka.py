@@ -59,6 +59,6 @@ async def test_simulator_produces_every_sample_to_kafka_keyed_by_node(
     partitioner = DefaultPartitioner()
     assert all(p == partitioner(k, [0, 1, 2], [0, 1, 2]) for k, p in placed)
     first = records[0]
-    (sample,) = decode(first.value, first.timestamp / 1000)  # type: ignore[attr-defined]
+    (sample,) = list(decode(first.value, first.timestamp / 1000).rows())  # type: ignore[attr-defined]
     assert sample.ts == pytest.approx(first.timestamp / 1000)  # type: ignore[attr-defined]
     assert sample.labels.get("Hostname", sample.labels.get("instance", "")).startswith(first.key.decode())  # type: ignore[attr-defined]

@@ -60,7 +60,7 @@ def test_bulk_encoder_writes_adapter_json_that_decodes_to_the_same_values() -> N
     ]
     lines = AdapterEncoder(series).encode(SMALL.start, np.array([61.25, np.nan])).splitlines()
     assert len(lines) == 1  # NaN means not scraped: no message
-    (sample,) = decode_adapter(lines[0], SMALL.start)
+    (sample,) = list(decode_adapter(lines[0], SMALL.start).rows())
     assert (sample.name, sample.value, sample.ts) == ("DCGM_FI_DEV_GPU_TEMP", 61.25, SMALL.start)
     assert orjson.loads(lines[0])["value"] == "61.25"
 

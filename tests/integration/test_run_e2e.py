@@ -1,0 +1,163 @@
+"""`prexid run` end to end on the real broker: a recorded incident in, the right alerts out, offsets committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from kafka_broker import TopicFactory
+
+from service.cli import build
+from service.demo_sim import DemoCluster, DemoFault, simulate
+from service.kafka_runner import KafkaRunner
+from service.processor import Processor
+from service.series import node_of
+from service.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+INCIDENT = DemoCluster(nodes=2, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
+BAD_METRIC = b'{"timestamp":"2026-12-02T10:00:00Z","value":"hot","name":"DCGM_FI_DEV_GPU_TEMP","labels":{}}'
+
+
+async def produce_incident(bootstrap: str, metrics_topic: str, logs_topic: str) -> dict[str, int]:
+    """Produce the recorded incident keyed by node, with record time = event time; return counts."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
+    await producer.start()
+    counts = {"metrics": 0, "logs": 0}
+    try:
+        for tick in simulate(INCIDENT):
+            ms = int(tick.ts * 1000)
+            for payload in tick.metrics:
+                node = node_of(orjson.loads(payload)["labels"]).encode()
+                await producer.send(metrics_topic, payload, key=node, timestamp_ms=ms)
+            for line in tick.logs:
+                await producer.send(logs_topic, line, key=line.split()[3], timestamp_ms=ms)
+            counts["metrics"] += len(tick.metrics)
+            counts["logs"] += len(tick.logs)
+        await producer.send(metrics_topic, BAD_METRIC, key=b"node-00")
+        counts["metrics"] += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return counts
+
+
+@pytest.fixture
+async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
+    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead", partitions=2)
+    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead}
+
+
+def settings_for(bootstrap: str, topics: dict[str, str], group: str) -> Settings:
+    return Settings(
+        kafka_bootstrap=bootstrap,
+        group_id=group,
+        metrics_topics=[topics["metrics"]],
+        logs_topics=[topics["logs"]],
+        alerts_topic=topics["alerts"],
+        dead_letter_topic=topics["dead"],
+        batch_max_records=2000,
+    )
+
+
+async def read_until(
+    bootstrap: str, topic: str, until: Callable[[list[Any]], bool], limit_s: float = 90.0
+) -> list[Any]:
+    """Records of `topic` from the start, until `until(records)` holds (fails after `limit_s`)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        async with asyncio.timeout(limit_s):
+            while not until(records):
+                batch = await consumer.getmany(timeout_ms=500)
+                records += [r for recs in batch.values() for r in recs]
+    finally:
+        await consumer.stop()
+    return records
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        await consumer.stop()
+
+
+async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: off for tp, off in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
+    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
+) -> None:
+    counts = await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
+    settings = settings_for(kafka_bootstrap, topics, kafka_group)
+    state, processor = build(settings)
+    runner = KafkaRunner(settings, state, processor)
+    task = asyncio.create_task(runner.run())
+    try:
+        alerts = await read_until(
+            kafka_bootstrap, topics["alerts"], until=lambda rs: any(b'"kind":"xid"' in r.value for r in rs)
+        )
+        dead = await read_until(kafka_bootstrap, topics["dead"], until=lambda rs: len(rs) >= 1)
+        await asyncio.sleep(1.0)  # let the runner finish and commit its last batch
+    finally:
+        runner.stop()
+        await asyncio.wait_for(task, 30)
+
+    docs = [orjson.loads(r.value) for r in alerts]
+    firing = [(d["kind"], d["node"], d["gpu"]) for d in docs if d["status"] == "firing"]
+    assert firing == [("pre_xid", "node-01", 2), ("xid", "node-01", 2)]
+    xid = next(d for d in docs if d["kind"] == "xid")
+    assert xid["xid_code"] == 79 and xid["lead_time_seconds"] >= 300
+    assert {r.key for r in alerts} == {b"default/node-01/2"}  # keyed by entity: one partition, in order
+
+    [dl] = dead
+    headers = dict(dl.headers)
+    assert dl.value == BAD_METRIC
+    assert headers["prexid.reason"] == b"bad_value"
+    assert headers["prexid.source.topic"] == topics["metrics"].encode()
+
+    for name in ("metrics", "logs"):
+        ends = await end_offsets(kafka_bootstrap, topics[name], 2)
+        expected = {p: end or None for p, end in ends.items()}  # an empty partition has nothing to commit
+        assert await committed(kafka_bootstrap, kafka_group, topics[name], 2) == expected
+    assert sum((await end_offsets(kafka_bootstrap, topics["metrics"], 2)).values()) == counts["metrics"]
+    assert state.telemetry.samples._value.get() == counts["metrics"] - 1
+
+
+class ExplodingProcessor(Processor):
+    """Fails on the first batch: nothing it consumed may be committed."""
+
+    def process(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("sink failure")
+
+
+async def test_offsets_are_not_committed_when_processing_a_batch_fails(
+    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
+) -> None:
+    await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
+    settings = settings_for(kafka_bootstrap, topics, kafka_group)
+    state, _ = build(settings)
+    exploding = ExplodingProcessor(
+        state.pipeline, state.telemetry, settings.metrics_format, settings.logs_format
+    )
+    runner = KafkaRunner(settings, state, exploding)
+    with pytest.raises(RuntimeError, match="sink failure"):
+        await asyncio.wait_for(runner.run(), 60)
+    assert await committed(kafka_bootstrap, kafka_group, topics["metrics"], 2) == {0: None, 1: None}
