@@ -71,7 +71,7 @@ def draw_failures(cfg: SimConfig, rng: np.random.Generator, checkpoints: list[fl
     weights = np.array([t.weight for t in FAULT_TYPES])
     out: list[Failure] = []
     busy: dict[int, list[float]] = {}
-    n_fail = rng.poisson(cfg.failures_per_day * cfg.days)
+    n_fail = rng.poisson(cfg.failures_per_day * cfg.days) if span > 0 else 0  # too short for any
     for i in range(n_fail):
         ftype = FAULT_TYPES[int(rng.choice(len(FAULT_TYPES), p=weights / weights.sum()))]
         node, gpu = int(rng.integers(cfg.nodes)), int(rng.integers(cfg.gpus))
