@@ -102,6 +102,8 @@ def render(
         type_table(results),
         "## What the false alerts fell on (benign events within 10 min; `unexplained` = none)",
         causes_table(causes),
+        "## False alerts by alert kind",
+        causes_table({n: Counter(d.kind or "unknown" for d in r.false_alerts) for n, r in results.items()}),
         rules_text(rules),
         *[f"![{p}]({p})" for p in plots],
     ]
