@@ -27,9 +27,19 @@ def cluster_fused(fusion: Fusion, fire: float, families: frozenset[Family] = CLU
     return float(fire * fusion.rising_share[involved].max() / fusion.config.common_mode_frac)
 
 
+WORKLOAD_HEAT_S = 1800.0  # GPUs take this long to settle thermally after the job's load changes
+
+
 def _involved(fusion: Fusion, families: frozenset[Family]) -> NDArray[np.bool_]:
+    """Shared-cause families rising on much of the cluster, less heat that the workload explains.
+
+    Temperature follows power: a cluster warming within half an hour of the job's load changing
+    (a start, a restart after a checkpoint) is the job, not the cooling.
+    """
     eligible = np.zeros(len(fusion.common), dtype=bool)
     eligible[[int(f) for f in families]] = True
+    if fusion.last_tick - fusion.workload_shift_at <= WORKLOAD_HEAT_S:
+        eligible[Family.THERMAL] = False
     return fusion.common & eligible & (fusion.rising_share >= fusion.config.common_mode_frac)
 
 

@@ -19,7 +19,13 @@ from numpy.typing import NDArray
 
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
-from detectors.signals import N_FAMILIES, PER_DEVICE_FAMILIES, SHARED_CAUSE_FAMILIES
+from detectors.signals import (
+    N_FAMILIES,
+    PER_DEVICE_FAMILIES,
+    SHARED_CAUSE_FAMILIES,
+    WORKLOAD_FAMILIES,
+    Family,
+)
 
 SURPRISE_CAP = 12.0
 
@@ -30,10 +36,20 @@ class FusionConfig:
     half_life_s: float = 120.0  # decay of held family evidence
     vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
-    common_mode_frac: float = 0.3  # a family voting on this share of its entities at once is common-mode
-    common_mode_exit: float = 0.1  # ... and stays so until the share falls below this (hysteresis)
-    common_mode_min_entities: int = 4  # too few entities carry a family to tell common-mode from a fault
+    # A family voting on several entities of one level (GPUs, or nodes) at once has a shared cause: at
+    # least `shared_min_votes` of that level and `shared_share` of those carrying it. Hysteresis: it
+    # stays shared until votes fall below half of that.
+    shared_min_gpu_votes: int = 5
+    shared_min_node_votes: int = 3  # a small job's checkpoint moves three or four nodes together
+    shared_share: float = 0.03
+    common_mode_frac: float = 0.3  # rising on this share of its entities: a cluster-wide event
     node_mode_frac: float = 0.5  # a family voting on this share of one node's GPUs is a node-level cause
+
+
+def _mask(families: frozenset[Family]) -> NDArray[np.bool_]:
+    out = np.zeros(N_FAMILIES, dtype=bool)
+    out[[int(f) for f in families]] = True
+    return out
 
 
 def surprise(p: Floats) -> Floats:
@@ -56,9 +72,11 @@ class Fusion:
         self.top_value = np.full((0, N_FAMILIES), np.nan)
         self.top_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # the top series is above its baseline
         self.last_tick = -np.inf
+        self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
+        self.shared_levels = np.zeros((2, N_FAMILIES), dtype=bool)  # ... at the GPU / node level
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
         self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
         self.at_tick = self.held.copy()
@@ -104,9 +122,12 @@ class Fusion:
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
-        self.common = self.common_mode()
-        self.held[:, self.common] = 0.0
         self.lift_node_causes()
+        self.common = self.common_mode()
+        if (self.common & _mask(WORKLOAD_FAMILIES)).any():
+            self.workload_shift_at = tick
+        for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
+            self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
         fused = self.fused()
         self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
         self.decay(cfg.step_s)
@@ -114,16 +135,24 @@ class Fusion:
         return fused
 
     def common_mode(self) -> NDArray[np.bool_]:
-        """Families voting on a large share of the entities that carry them, with hysteresis."""
+        """Families with a shared cause at the GPU level or the node level (rows: level; columns: family).
+
+        Also records each family's cluster-wide voting and rising shares for cluster alerts.
+        """
         cfg = self.config
-        carriers = self.present.sum(axis=0)
         voting = self.held >= cfg.vote_min
-        votes = voting.sum(axis=0)
-        self.common_share = np.where(carriers > 0, votes / np.maximum(carriers, 1), 0.0)
+        carriers = self.present.sum(axis=0)
+        self.common_share = np.where(carriers > 0, voting.sum(axis=0) / np.maximum(carriers, 1), 0.0)
         self.rising_share = (voting & self.top_rising).sum(axis=0) / np.maximum(carriers, 1)
-        enough = carriers >= cfg.common_mode_min_entities
-        threshold = np.where(self.common, cfg.common_mode_exit, cfg.common_mode_frac)
-        return np.asarray(enough & (self.common_share >= threshold))
+        shared = np.zeros((2, N_FAMILIES), dtype=bool)
+        for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
+            floor = cfg.shared_min_gpu_votes if level == 0 else cfg.shared_min_node_votes
+            enter = np.maximum(floor, cfg.shared_share * self.present[rows].sum(axis=0))
+            threshold = np.where(self.shared_levels[level], enter / 2, enter)
+            shared[level] = voting[rows].sum(axis=0) >= threshold
+        shared[:, _mask(PER_DEVICE_FAMILIES)] = False  # ECC and Xids are each device's own, always
+        self.shared_levels = shared
+        return np.asarray(shared.any(axis=0))
 
     def lift_node_causes(self) -> None:
         """Move evidence shared by most of a node's GPUs up to the node entity.
@@ -146,10 +175,7 @@ class Fusion:
         moved = node_wide[nodes] & hot  # (gpu, family) cells explained by their node
         if not moved.any():
             return
-        shared = np.zeros(N_FAMILIES, dtype=bool)
-        shared[[int(f) for f in SHARED_CAUSE_FAMILIES]] = True
-        per_device = np.zeros(N_FAMILIES, dtype=bool)
-        per_device[[int(f) for f in PER_DEVICE_FAMILIES]] = True
+        shared, per_device = _mask(SHARED_CAUSE_FAMILIES), _mask(PER_DEVICE_FAMILIES)
         rows, fams = np.nonzero(moved & shared)
         credit = self.held[gpus[rows], fams]
         cells = nodes[rows] * N_FAMILIES + fams
@@ -163,10 +189,13 @@ class Fusion:
         self.held[gpus[clear_rows], clear_fams] = 0.0
 
     def fused(self) -> Floats:
-        """Fused surprise per entity: sum of the capped held evidence of families that vote."""
+        """Fused surprise per entity: sum of the capped held evidence of families that vote, the
+        workload families (utilisation, power, host load move together) counting as one vote."""
         capped = np.minimum(self.held, self.config.family_cap)
-        votes: Floats = np.where(capped >= self.config.vote_min, capped, 0.0).sum(axis=1)
-        return votes
+        votes = np.where(capped >= self.config.vote_min, capped, 0.0)
+        workload = _mask(WORKLOAD_FAMILIES)
+        fused: Floats = votes[:, ~workload].sum(axis=1) + votes[:, workload].max(axis=1, initial=0.0)
+        return fused
 
     def voting_families(self, entity: int) -> list[int]:
         """Families of one entity that voted at the last evaluation, strongest first (explanations)."""
@@ -187,6 +216,8 @@ class Fusion:
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
             "common": self.common,
+            "shared_levels": self.shared_levels,
+            "workload_shift_at": np.array([self.workload_shift_at]),
             "parent": self.parent,
         }
 
@@ -198,4 +229,6 @@ class Fusion:
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
         self.common = np.array(arrays["common"], dtype=bool)
+        self.shared_levels = np.array(arrays["shared_levels"], dtype=bool)
+        self.workload_shift_at = float(arrays["workload_shift_at"][0])
         self.parent = np.array(arrays["parent"], dtype=np.int64)

@@ -40,6 +40,9 @@ SHARED_CAUSE_FAMILIES = frozenset(
 # Families that stay with the GPU that reported them even when its neighbours report too: ECC and
 # Xids are per-device hardware facts, never a phase of the job.
 PER_DEVICE_FAMILIES = frozenset({Family.MEMORY_ECC, Family.XID})
+# Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
+# each other, so together they are one vote in fusion, never two.
+WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})
 
 
 class Kind(IntEnum):
@@ -85,7 +88,6 @@ CATALOG: dict[str, SignalSpec] = {
         "DCGM_FI_DEV_ROW_REMAP_PENDING",
     ),
     **_specs(F.PCIE, K.ERROR_COUNTER, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"),
-    **_specs(F.PCIE, K.GAUGE, "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"),
     **_specs(F.PCIE, K.GAUGE, "node_pcidevice_current_link_width"),
     **_specs(
         F.NVLINK,
@@ -94,13 +96,6 @@ CATALOG: dict[str, SignalSpec] = {
         "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-    ),
-    **_specs(
-        F.NVLINK,
-        K.GAUGE,
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        "DCGM_FI_PROF_NVLINK_TX_BYTES",
-        "DCGM_FI_PROF_NVLINK_RX_BYTES",
     ),
     **_specs(
         F.UTILIZATION,
@@ -115,6 +110,25 @@ CATALOG: dict[str, SignalSpec] = {
         "DCGM_FI_PROF_SM_OCCUPANCY",
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
         "DCGM_FI_PROF_DRAM_ACTIVE",
+        # throughput is how busy the job is, not how healthy the link is: link faults show in errors
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+    ),
+    **_specs(
+        F.UTILIZATION,
+        K.COUNTER,
+        "node_network_receive_bytes_total",
+        "node_network_transmit_bytes_total",
+        "node_infiniband_port_data_received_bytes_total",
+        "node_infiniband_port_data_transmitted_bytes_total",
+        "node_mountstats_nfs_operations_requests_total",
+        "node_mountstats_nfs_read_bytes_total",
+        "node_mountstats_nfs_write_bytes_total",
+        "node_disk_read_bytes_total",
+        "node_disk_written_bytes_total",
     ),
     **_specs(
         F.HOST,
@@ -151,15 +165,7 @@ CATALOG: dict[str, SignalSpec] = {
         "node_infiniband_link_downed_total",
         "node_infiniband_link_error_recovery_total",
     ),
-    **_specs(
-        F.NETWORK,
-        K.COUNTER,
-        "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total",
-        "node_infiniband_port_data_received_bytes_total",
-        "node_infiniband_port_data_transmitted_bytes_total",
-        "node_netstat_Tcp_RetransSegs",
-    ),
+    **_specs(F.NETWORK, K.COUNTER, "node_netstat_Tcp_RetransSegs"),
     **_specs(
         F.STORAGE_IO,
         K.COUNTER,
@@ -169,11 +175,6 @@ CATALOG: dict[str, SignalSpec] = {
         "node_mountstats_nfs_operations_queue_time_seconds_total",
         "node_mountstats_nfs_operations_response_time_seconds_total",
         "node_mountstats_nfs_operations_request_time_seconds_total",
-        "node_mountstats_nfs_operations_requests_total",
-        "node_mountstats_nfs_read_bytes_total",
-        "node_mountstats_nfs_write_bytes_total",
-        "node_disk_read_bytes_total",
-        "node_disk_written_bytes_total",
         "node_disk_io_time_seconds_total",
         "node_pressure_io_waiting_seconds_total",
         "node_pressure_io_stalled_seconds_total",

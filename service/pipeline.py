@@ -8,6 +8,7 @@ tick the fusion layer is evaluated and the alert lifecycle advanced, however lar
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ class PipelineConfig:
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     max_series: int = 2_000_000
+    # a cluster-wide shift must outlast routine ones (a checkpoint's NFS burst: about three minutes)
+    cluster_persist_ticks: int = 20
     max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
     multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
     fusion: FusionConfig = field(default_factory=FusionConfig)
@@ -53,7 +56,9 @@ class Pipeline:
         self.peer_groups = PeerGroups()
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
-        self.cluster_lifecycle = Lifecycle(self.config.lifecycle)
+        self.cluster_lifecycle = Lifecycle(
+            dataclasses.replace(self.config.lifecycle, persist_ticks=self.config.cluster_persist_ticks)
+        )
         self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
         self.watermarks = Watermarks(self.config.lateness_s)
         self.buffer = ReorderBuffer()
