@@ -1,7 +1,9 @@
 """Throughput counters judged by their rate: bytes, CPU seconds and queue-time totals.
 
 A monotonic counter's level means nothing; its per-second rate is a gauge, judged by the robust
-detector. Resets follow Prometheus (a drop restarts from zero); the first sample only primes the state.
+detector. The first sample only primes the state. A drop is a restart (reboot, exporter or driver
+reload): what follows is a restart transient (boot I/O, caches refilling), so the series is neither
+scored nor learnt from for `restart_quiet_s` after it.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ class CounterRate:
 
     name = "counter_rate"
 
-    def __init__(self, rates: RobustDeviation | None = None) -> None:
+    def __init__(self, rates: RobustDeviation | None = None, restart_quiet_s: float = 300.0) -> None:
         self.rates = rates or RobustDeviation()
-        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf})
+        self.restart_quiet_s = restart_quiet_s
+        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "quiet_until": -np.inf})
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         p = np.ones(len(ids), dtype=np.float64)
@@ -44,14 +47,16 @@ class CounterRate:
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
-        last, last_ts = st["last"][ids], st["last_ts"][ids]
+        last, last_ts, quiet = st["last"][ids], st["last_ts"][ids], st["quiet_until"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
-        seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore", divide="ignore"):
-            delta = np.where(x >= last, x - last, x)
-            rate = delta / (ts - last_ts)
+            reset = ok & (x < last)
+            rate = (x - last) / (ts - last_ts)
+        quiet = np.where(reset, ts + self.restart_quiet_s, quiet)
+        seen = ok & np.isfinite(last) & (ts > quiet)
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
+        st["quiet_until"][ids] = quiet
         p = np.ones(len(ids))
         if seen.any():
             p[seen] = self.rates.update(ids[seen], ts[seen], rate[seen])

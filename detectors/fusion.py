@@ -36,6 +36,7 @@ class FusionConfig:
     half_life_s: float = 120.0  # decay of held family evidence
     vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
+    workload_cap: float = 4.0  # the job's own signals: a second opinion, never the main evidence
     # A family voting on several entities of one level (GPUs, or nodes) at once has a shared cause: at
     # least `shared_min_votes` of that level and `shared_share` of those carrying it. Hysteresis: it
     # stays shared until votes fall below half of that.
@@ -194,7 +195,8 @@ class Fusion:
         capped = np.minimum(self.held, self.config.family_cap)
         votes = np.where(capped >= self.config.vote_min, capped, 0.0)
         workload = _mask(WORKLOAD_FAMILIES)
-        fused: Floats = votes[:, ~workload].sum(axis=1) + votes[:, workload].max(axis=1, initial=0.0)
+        job = np.minimum(votes[:, workload].max(axis=1, initial=0.0), self.config.workload_cap)
+        fused: Floats = votes[:, ~workload].sum(axis=1) + job
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

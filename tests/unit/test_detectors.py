@@ -123,3 +123,16 @@ def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> N
     assert ev.p[2] == 1.0 and ev.p[3] == 1.0
     ev = bank.update(np.array([0, 1]), np.full(2, 41 * STEP), np.array([1.0, 50.0]))
     assert ev.p[1] < 1e-8 and ev.p[0] == 1.0
+
+
+def test_a_counter_restart_is_followed_by_a_quiet_period_then_scored_again() -> None:
+    rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
+    x = np.cumsum(rate * STEP, axis=0)
+    x[120:] -= x[119]  # the node rebooted: the counter restarts from zero ...
+    x[121:126] += 5e9  # ... and reads its disks at boot for a minute
+    x[126:] += 5e9
+    x[180:] += np.cumsum(np.full((20, 1), 5e7 * STEP), axis=0)  # later, a real change of rate
+    p = feed(CounterRate(restart_quiet_s=300.0), x)
+    assert p[120:141].min() == 1.0  # the restart and its transient are not scored
+    assert p[141:180].min() > 1e-4  # afterwards the usual rate is usual again
+    assert p[181, 0] < 1e-8
