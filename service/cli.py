@@ -15,9 +15,10 @@ from service.settings import Settings
 from service.state import ServiceState
 
 
-def build(settings: Settings) -> tuple[ServiceState, Processor]:
+def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
+    """A pipeline and its processor; with `state`, one more partition's, sharing its telemetry."""
     pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
-    state = ServiceState.new(pipeline)
+    state = state or ServiceState.new(pipeline)
     processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
     return state, processor
 
@@ -44,8 +45,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from service.kafka_runner import KafkaRunner
     from service.serve import serve
 
-    state, processor = build(settings)
-    runner = KafkaRunner(settings, state, processor)
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0
 

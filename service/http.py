@@ -34,12 +34,12 @@ def create_app(state: ServiceState) -> FastAPI:
     @app.get("/api/v1/alerts", response_model=list[Alert])
     async def alerts(kind: Literal["pre_xid", "xid", "node", "cluster"] | None = None) -> list[Alert]:
         """Alerts firing now, newest first."""
-        active = [a for a in state.pipeline.active.values() if kind is None or a.kind == kind]
+        active = [a for a in state.active_alerts().values() if kind is None or a.kind == kind]
         return sorted(active, key=lambda a: a.starts_at, reverse=True)
 
     @app.get("/api/v1/alerts/{fingerprint}", response_model=Alert)
     async def alert(fingerprint: str) -> Alert:
-        found = state.pipeline.active.get(fingerprint)
+        found = state.active_alerts().get(fingerprint)
         if found is None:
             raise HTTPException(404, f"no active alert {fingerprint}")
         return found

@@ -91,7 +91,10 @@ def _registry_meta(reg: SeriesRegistry) -> dict[str, Any]:
 def _restore_registry(reg: SeriesRegistry, meta: dict[str, Any]) -> None:
     reg.names = list(meta["names"])
     reg.labels = list(meta["labels"])
-    reg.ids = {(n, tuple(sorted(lab.items()))): i for i, (n, lab) in enumerate(zip(reg.names, reg.labels))}
+    reg.ids = {
+        (n, tuple(sorted(lab.items()))): i
+        for i, (n, lab) in enumerate(zip(reg.names, reg.labels, strict=True))
+    }
     reg.entities = [Entity(node, gpu) for node, gpu in meta["entities"]]
     reg.entity_ids = {e: i for i, e in enumerate(reg.entities)}
     reg.gpu_by_pci = {(node, pci): int(eid) for node, pci, eid in meta["gpu_by_pci"]}

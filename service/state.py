@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
+from service.models import Alert
 from service.pipeline import Pipeline
 from service.telemetry import Telemetry
 
@@ -16,6 +17,14 @@ class ServiceState:
     telemetry: Telemetry
     ready: bool = False
     not_ready_reason: str = "starting"
+    shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
+
+    def active_alerts(self) -> dict[str, Alert]:
+        """Firing alerts of the pipeline and of every partition this replica owns."""
+        merged = dict(self.pipeline.active)
+        for shard in self.shards.values():
+            merged |= shard.active
+        return merged
 
     @classmethod
     def new(cls, pipeline: Pipeline) -> ServiceState:
