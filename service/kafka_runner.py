@@ -97,6 +97,7 @@ class KafkaRunner:
         )
         self.last_checkpoint = time.monotonic()
         self.in_batch = False
+        self.assignments = 0  # completed handoffs, so callers can wait for one to finish
 
     async def run(self) -> None:
         s = self.settings
@@ -220,23 +221,23 @@ class KafkaRunner:
 
     async def restore(self, index: int, tps: list[TopicPartition]) -> None:
         """Take shard `index` over: restore its snapshot and seek to the offsets stored with it."""
-        processor = self.new_processor()
-        shard = Shard(processor)
+        shard = Shard(self.new_processor())
         blob = await self.store.load(index)
+        how = "cold: no snapshot"
         if blob is not None:
             try:
-                stored = snapshot.load(blob, processor)
+                stored = snapshot.load(blob, shard.processor)
             except snapshot.SnapshotError as err:
-                log.warning("partition %d starts cold: %s", index, err)
-                processor = self.new_processor()
-                shard = Shard(processor)
+                how = f"cold: {err}"
+                shard = Shard(self.new_processor())
             else:
+                how = "from its snapshot"
                 for tp in tps:
                     if source(tp) in stored:
                         shard.offsets[tp] = stored[source(tp)]
                         self.consumer.seek(tp, stored[source(tp)])
         self.shards[index] = shard
-        log.info("partition %d taken over (%s)", index, "from snapshot" if shard.offsets else "cold")
+        log.info("partition %d taken over %s", index, how)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -267,3 +268,4 @@ class Handoff(ConsumerRebalanceListener):  # type: ignore[misc]
                 if index not in r.shards:
                     await r.restore(index, tps)
             r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
+            r.assignments += 1

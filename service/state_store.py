@@ -8,6 +8,7 @@ newest snapshot per partition. Snapshot of input partition `n` goes to changelog
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -103,6 +104,11 @@ class ChangelogStore:
             await admin.close()
 
 
-async def _partition_count(admin: Any, topic: str) -> int:
-    [desc] = await admin.describe_topics([topic])
-    return len(desc["partitions"])
+async def _partition_count(admin: Any, topic: str, wait_s: float = 15.0) -> int:
+    """Partitions of `topic`, waiting out the moment a just-created topic has no metadata yet."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        [desc] = await admin.describe_topics([topic])
+        if desc["partitions"] or asyncio.get_running_loop().time() > deadline:
+            return len(desc["partitions"])
+        await asyncio.sleep(0.1)
