@@ -82,6 +82,15 @@ class KafkaRunner:
         self.shards: dict[int, Shard] = {}
         self.lock = asyncio.Lock()  # a batch and a rebalance never interleave
         self.stopping = asyncio.Event()
+        self.store: ChangelogStore  # clients are made in run(): aiokafka needs the running loop
+        self.consumer: AIOKafkaConsumer
+        self.producer: AIOKafkaProducer
+        self.last_checkpoint = time.monotonic()
+        self.in_batch = False
+        self.assignments = 0  # completed handoffs, so callers can wait for one to finish
+
+    def _make_clients(self) -> None:
+        settings = self.settings
         self.store = ChangelogStore(settings)
         self.consumer = AIOKafkaConsumer(
             **client_options(settings),
@@ -95,12 +104,10 @@ class KafkaRunner:
         self.producer = AIOKafkaProducer(
             **client_options(settings), acks="all", enable_idempotence=True, linger_ms=5
         )
-        self.last_checkpoint = time.monotonic()
-        self.in_batch = False
-        self.assignments = 0  # completed handoffs, so callers can wait for one to finish
 
     async def run(self) -> None:
         s = self.settings
+        self._make_clients()
         self.state.not_ready_reason = f"connecting to Kafka at {s.kafka_bootstrap}"
         await self.producer.start()
         try:
@@ -139,6 +146,7 @@ class KafkaRunner:
             if not self.in_batch:
                 async with self.lock:
                     await self.checkpoint(list(self.shards))
+                log.info("stopped cleanly: %d partitions checkpointed", len(self.shards))
 
     async def _partition_count(self) -> int:
         """Partitions per input topic; co-partitioning needs every topic to have the same count."""
@@ -256,6 +264,7 @@ class Handoff(ConsumerRebalanceListener):  # type: ignore[misc]
             await r.checkpoint(gone)
             for index in gone:
                 del r.shards[index]
+                log.info("partition %d handed off", index)
             r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.partitioner import murmur2
 
 from service.cli import build
 from service.demo_sim import Tick
@@ -18,19 +23,20 @@ from service.settings import Settings
 
 
 def settings_for(bootstrap: str, topics: dict[str, str], group: str, **extra: Any) -> Settings:
-    return Settings(
-        kafka_bootstrap=bootstrap,
-        group_id=group,
-        metrics_topics=[topics["metrics"]],
-        logs_topics=[topics["logs"]],
-        alerts_topic=topics["alerts"],
-        dead_letter_topic=topics["dead"],
-        state_topic=topics["state"],
-        batch_max_records=5000,
-        checkpoint_interval_s=1.0,
-        session_timeout_ms=6000,
-        **extra,
-    )
+    """Test settings: fast checkpoints and failure detection; `extra` overrides any of them."""
+    base: dict[str, Any] = {
+        "kafka_bootstrap": bootstrap,
+        "group_id": group,
+        "metrics_topics": [topics["metrics"]],
+        "logs_topics": [topics["logs"]],
+        "alerts_topic": topics["alerts"],
+        "dead_letter_topic": topics["dead"],
+        "state_topic": topics["state"],
+        "batch_max_records": 5000,
+        "checkpoint_interval_s": 1.0,
+        "session_timeout_ms": 6000,
+    }
+    return Settings(**(base | extra))
 
 
 def env_for(settings: Settings) -> dict[str, str]:
@@ -105,7 +111,7 @@ def has_xid(records: list[Any]) -> bool:
 async def eventually(check: Callable[[], bool], limit_s: float = 30.0, what: str = "condition") -> None:
     try:
         async with asyncio.timeout(limit_s):
-            while not check():
+            while not check():  # noqa: ASYNC110 - polls state owned by other tasks and processes
                 await asyncio.sleep(0.1)
     except TimeoutError:
         raise AssertionError(f"no {what} within {limit_s:.0f} s") from None
@@ -147,3 +153,81 @@ def samples_held(runner: KafkaRunner) -> int:
     return sum(
         s.processor.pipeline.samples_seen + len(s.processor.pipeline.buffer) for s in runner.shards.values()
     )
+
+
+def partition_of(node: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner puts a node's records in (murmur2 of the key)."""
+    return (murmur2(node.encode()) & 0x7FFFFFFF) % partitions
+
+
+class ProcessReplica:
+    """`python -m service.cli run` as a child process, its log read to know which partitions it owns."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.owned: set[int] = set()
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, settings: Settings) -> ProcessReplica:
+        env = {**os.environ, **env_for(settings), "PREXID_HTTP_PORT": "0"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "service.cli", "run", "-v", env=env, stderr=asyncio.subprocess.PIPE
+        )
+        return cls(proc)
+
+    async def _read(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.lines.append(line)
+            if m := re.search(r"service.kafka_runner partition (\d+) (taken over|handed off)", line):
+                (self.owned.add if m[2] == "taken over" else self.owned.discard)(int(m[1]))
+
+    def log_tail(self, n: int = 30) -> str:
+        return "\n".join(self.lines[-n:])
+
+    async def kill(self) -> int:
+        """kill -9: no revocation, no final checkpoint, no goodbye to the group."""
+        self.proc.send_signal(signal.SIGKILL)
+        return await self.proc.wait()
+
+    async def terminate(self) -> int:
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(self.proc.wait(), 30)
+        await self.reader
+        return code
+
+
+async def committed_everything(bootstrap: str, group: str, topics: list[str], partitions: int) -> bool:
+    """Whether `group` has committed every partition of `topics` up to its end."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+        ends = await consumer.end_offsets(tps)
+        done = [end == 0 or await consumer.committed(tp) == end for tp, end in ends.items()]
+        return all(done)
+    finally:
+        await consumer.stop()
+
+
+async def read_all(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+    """Every record of `topic` that exists now."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        async with asyncio.timeout(30):
+            while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+                batch = await consumer.getmany(timeout_ms=300)
+                records += [r for recs in batch.values() for r in recs]
+    finally:
+        await consumer.stop()
+    return records
