@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import CommitFailedError
+from aiokafka.errors import CommitFailedError, KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from service import snapshot
@@ -139,7 +139,7 @@ class KafkaRunner:
                         await self._handle(batch)
                     self.in_batch = False
                     if time.monotonic() - self.last_checkpoint >= s.checkpoint_interval_s:
-                        await self.checkpoint(list(self.shards))
+                        await self._periodic_checkpoint()
         finally:
             # A stop between batches hands over fresh state, so the next owner replays nothing. A
             # batch cut short (error, cancellation) is not checkpointed: its alerts may be unsent.
@@ -147,6 +147,14 @@ class KafkaRunner:
                 async with self.lock:
                     await self.checkpoint(list(self.shards))
                 log.info("stopped cleanly: %d partitions checkpointed", len(self.shards))
+
+    async def _periodic_checkpoint(self) -> None:
+        """A checkpoint that fails (broker away) is retried next interval; older ones still hold."""
+        try:
+            await self.checkpoint(list(self.shards))
+        except KafkaError as err:
+            self.last_checkpoint = time.monotonic()
+            log.warning("checkpoint failed, retrying in %.0f s: %r", self.settings.checkpoint_interval_s, err)
 
     async def _partition_count(self) -> int:
         """Partitions per input topic; co-partitioning needs every topic to have the same count."""
