@@ -70,6 +70,17 @@ class Shard:
     processor: Processor
     offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
+    def unseen(self, tp: TopicPartition, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        """Records past what this shard has already processed.
+
+        A batch fetched while a takeover was restoring can arrive before the restore's seek and
+        again after it; the shard's own offsets say which copy is new.
+        """
+        done = self.offsets.get(tp)
+        if done is None or not records or records[0].offset >= done:
+            return records
+        return [r for r in records if r.offset >= done]
+
 
 class KafkaRunner:
     def __init__(
@@ -175,7 +186,11 @@ class KafkaRunner:
         for index, shard in self.shards.items():
             metrics: list[Message] = []
             logs: list[Message] = []
-            read = {tp: records for tp, records in batch.items() if tp.partition == index and records}
+            read = {
+                tp: fresh
+                for tp, records in batch.items()
+                if tp.partition == index and (fresh := shard.unseen(tp, records))
+            }
             for tp, records in read.items():
                 (metrics if tp.topic in self.metrics_topics else logs).extend(map(to_message, records))
             if not read:
