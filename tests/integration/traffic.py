@@ -120,9 +120,9 @@ async def eventually(check: Callable[[], bool], limit_s: float = 30.0, what: str
 class Replica:
     """An in-process `prexid run` replica (its own state, same code path as the CLI)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, runner_cls: type[KafkaRunner] = KafkaRunner) -> None:
         self.state, _ = build(settings)
-        self.runner = KafkaRunner(settings, self.state, lambda: build(settings, self.state)[1])
+        self.runner = runner_cls(settings, self.state, lambda: build(settings, self.state)[1])
         self.task = asyncio.create_task(self.runner.run())
 
     async def assigned(self) -> KafkaRunner:
