@@ -18,7 +18,9 @@ from service.state import ServiceState
 def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
     """A pipeline and its processor; with `state`, one more partition's, sharing its telemetry."""
     pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
-    state = state or ServiceState.new(pipeline)
+    if state is None:
+        state = ServiceState.new(pipeline)
+        state.admin_token = settings.admin_token
     processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
     return state, processor
 

@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.admin import admin_router
 from service.models import Alert
 from service.state import ServiceState
 
@@ -44,4 +45,5 @@ def create_app(state: ServiceState) -> FastAPI:
             raise HTTPException(404, f"no active alert {fingerprint}")
         return found
 
+    app.include_router(admin_router(state))
     return app

@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import CommitFailedError, KafkaError
+from aiokafka.errors import CommitFailedError, KafkaConnectionError, KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from service import snapshot
@@ -119,8 +119,17 @@ class KafkaRunner:
     async def run(self) -> None:
         s = self.settings
         self._make_clients()
+        self.state.checkpoint = self.checkpoint_now
         self.state.not_ready_reason = f"connecting to Kafka at {s.kafka_bootstrap}"
-        await self.producer.start()
+        try:
+            await self.producer.start()
+        except KafkaConnectionError as err:
+            sec = s.kafka_security
+            who = f" as {sec.sasl_username} ({sec.sasl_mechanism})" if sec.protocol.startswith("SASL") else ""
+            raise ConnectionError(
+                f"cannot connect to Kafka at {s.kafka_bootstrap} over {sec.protocol}{who}: {err}; "
+                "the broker's reason (e.g. authentication failed) is logged just above"
+            ) from err
         try:
             await self.store.start(await self._partition_count())
             try:
@@ -233,6 +242,12 @@ class KafkaRunner:
         await asyncio.gather(*futures)
         for a in out.alerts:
             log.info("alert %s %s %s/%s %s", a.status, a.kind, a.node, a.gpu, a.summary)
+
+    async def checkpoint_now(self) -> int:
+        """Checkpoint every owned partition (the admin endpoint); returns how many."""
+        async with self.lock:
+            await self.checkpoint(list(self.shards))
+            return len(self.shards)
 
     async def checkpoint(self, indexes: Iterable[int]) -> None:
         """Snapshot each shard to the changelog, then commit the offsets that snapshot covers."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
 
 from service.models import Alert
 from service.pipeline import Pipeline
@@ -18,6 +20,8 @@ class ServiceState:
     ready: bool = False
     not_ready_reason: str = "starting"
     shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
+    admin_token: SecretStr | None = None  # admin endpoints are off without one
+    checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""
