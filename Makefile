@@ -21,11 +21,12 @@ demo: $(STAMP) ## run the embedded demo cluster (no Kafka needed); serves http:/
 	$(BIN)/prexid demo --duration $${DURATION:-60}
 
 lint: $(STAMP) ## ruff (including the detectors/ purity rule)
-	$(BIN)/ruff check service detectors tests
-	$(BIN)/ruff format --check service detectors tests
+	$(BIN)/ruff check service detectors tests deploy
+	$(BIN)/ruff format --check service detectors tests deploy
 
-typecheck: $(STAMP) ## mypy --strict on service/ and detectors/
+typecheck: $(STAMP) ## mypy --strict on service/, detectors/ and the deploy/ generators
 	$(BIN)/mypy
+	$(BIN)/mypy --strict deploy/gen_rules.py deploy/gen_dashboard.py deploy/tools.py
 
 unit: $(STAMP) ## unit tests only (no external services)
 	$(BIN)/pytest -m "not integration"

@@ -1,7 +1,12 @@
-"""The detector bank: routes every sample to the detector for its series' kind, in one vectorised pass.
+"""The detector bank: routes every sample to the detectors for its series' kind, in one vectorised pass.
 
 Each series has a `Kind` (from the signal catalog); the bank keeps it in an array indexed by series id,
-splits a batch by kind with boolean masks and hands each detector only its own samples.
+splits a batch by kind with boolean masks and hands each detector only its own samples. A kind read by
+several detectors gets one p per sample: the smallest, times the number of detectors (Bonferroni), so
+running more detectors never makes healthy data look more surprising.
+
+Silence has no samples: `sweep(now)`, called at each fusion tick, returns staleness evidence for the
+series that stopped reporting.
 """
 
 from __future__ import annotations
@@ -13,9 +18,14 @@ from numpy.typing import NDArray
 
 from detectors.base import Detector, Floats, Ids, pack_blobs, unpack_blobs
 from detectors.counter_rate import CounterRate
+from detectors.drift import DriftCusum
 from detectors.error_counter import ErrorCounterSurprise
+from detectors.flatline import Flatline
+from detectors.multivariate import RiverNodeAnomaly
+from detectors.peer import PeerDeviation
 from detectors.robust import RobustDeviation
 from detectors.signals import Kind
+from detectors.staleness import Staleness
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,17 +36,27 @@ class Evidence:
     ts: Floats
     values: Floats
     p: Floats
+    rising: NDArray[np.bool_] | None = None  # above the series' baseline (level or rate); None: all
+
+    def up(self) -> NDArray[np.bool_]:
+        return np.ones(len(self.ids), dtype=bool) if self.rising is None else self.rising
 
 
 class DetectorBank:
-    """One detector per series kind, state in arrays indexed by series id."""
+    """Detectors per series kind, state in arrays indexed by series id."""
 
-    def __init__(self) -> None:
-        self.detectors: dict[Kind, Detector] = {
-            Kind.GAUGE: RobustDeviation(),
-            Kind.COUNTER: CounterRate(),
-            Kind.ERROR_COUNTER: ErrorCounterSurprise(),
+    def __init__(self, multivariate: bool = False) -> None:
+        self.peer = PeerDeviation()
+        self.multivariate = RiverNodeAnomaly() if multivariate else None
+        gauge: list[Detector] = [RobustDeviation(), DriftCusum(), Flatline(), self.peer]
+        if self.multivariate is not None:
+            gauge.append(self.multivariate)
+        self.detectors: dict[Kind, list[Detector]] = {
+            Kind.GAUGE: gauge,
+            Kind.COUNTER: [CounterRate()],
+            Kind.ERROR_COUNTER: [ErrorCounterSurprise()],
         }
+        self.staleness = Staleness()
         self.kinds: NDArray[np.uint8] = np.zeros(1024, dtype=np.uint8)
 
     def set_kinds(self, ids: Ids, kinds: NDArray[np.uint8]) -> None:
@@ -47,32 +67,78 @@ class DetectorBank:
             self.kinds = grown
         self.kinds[ids] = kinds
 
+    def set_groups(self, ids: Ids, peer_groups: Ids, nodes: Ids) -> None:
+        """Declare each series' peer group (-1: none) and node index, for the cross-sectional detectors."""
+        self.peer.set_groups(ids, peer_groups)
+        if self.multivariate is not None:
+            self.multivariate.set_nodes(ids, nodes)
+
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         p = np.ones(len(ids), dtype=np.float64)
-        known = ids < len(self.kinds)
+        known = (ids >= 0) & (ids < len(self.kinds))
         kinds = np.where(known, self.kinds[np.where(known, ids, 0)], Kind.IGNORED)
-        for kind, det in self.detectors.items():
+        scored = kinds != Kind.IGNORED
+        if scored.any():
+            self.staleness.update(ids[scored], ts[scored], values[scored])
+        rising = np.ones(len(ids), dtype=bool)
+        for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.any():
-                p[mask] = det.update(ids[mask], ts[mask], values[mask])
-        return Evidence(ids=ids, ts=ts, values=values, p=p)
+                sub = (ids, ts, values) if mask.all() else (ids[mask], ts[mask], values[mask])
+                rising[mask] = self._rising(kind, *sub)
+                smallest = dets[0].update(*sub)
+                for det in dets[1:]:
+                    np.minimum(smallest, det.update(*sub), out=smallest)
+                p[mask] = np.minimum(smallest * len(dets), 1.0)
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising)
+
+    def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:
+        """Whether each sample lies above its series' baseline, read before the update.
+
+        Fusion uses it to tell a cluster getting hotter or more backlogged (a shared fault) from one
+        cooling down or going quiet (a job stop). Error counters only ever rise.
+        """
+        det = self.detectors[kind][0]
+        with np.errstate(invalid="ignore"):
+            if isinstance(det, CounterRate):
+                return np.asarray(det.rate_of(ids, ts, values) > det.baseline(ids))
+            if kind == Kind.GAUGE:
+                return np.asarray(values > det.baseline(ids))
+        return np.ones(len(ids), dtype=bool)
+
+    def sweep(self, now: float) -> tuple[Ids, Floats]:
+        """Series silent at event time `now` (scored kinds only) and the tail probability of the silence."""
+        ids, p = self.staleness.sweep(now)
+        return ids, p
 
     def baseline(self, ids: Ids) -> Floats:
+        """What each series is expected to read: the level detector of its kind says."""
         out = np.full(len(ids), np.nan)
         kinds = self.kinds[ids]
-        for kind, det in self.detectors.items():
+        for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.any():
-                out[mask] = det.baseline(ids[mask])
+                out[mask] = dets[0].baseline(ids[mask])
         return out
 
+    def all_detectors(self) -> list[Detector]:
+        return [det for dets in self.detectors.values() for det in dets]
+
+    def bytes_per_series(self, kind: Kind = Kind.GAUGE) -> int:
+        """State bytes one series of `kind` costs: its detectors, staleness, and its kind byte."""
+        dets = self.detectors[kind]
+        return sum(d.bytes_per_series() for d in dets) + self.staleness.bytes_per_series() + 1
+
     def snapshot(self) -> bytes:
-        return pack_blobs(self.kinds.tobytes(), *(d.snapshot() for d in self.detectors.values()))
+        parts = [d.snapshot() for d in self.all_detectors()]
+        return pack_blobs(self.kinds.tobytes(), self.staleness.snapshot(), *parts)
 
     def restore(self, data: bytes) -> None:
-        kinds, *parts = unpack_blobs(data)
-        if len(parts) != len(self.detectors):
+        kinds, staleness, *parts = unpack_blobs(data)
+        dets = self.all_detectors()
+        if len(parts) != len(dets):
             raise ValueError("snapshot does not match this bank's detectors")
         self.kinds = np.frombuffer(kinds, dtype=np.uint8).copy()
-        for det, part in zip(self.detectors.values(), parts, strict=True):
+        self.staleness.restore(staleness)
+        for det, part in zip(dets, parts, strict=True):
             det.restore(part)

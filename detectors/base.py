@@ -32,6 +32,10 @@ class Detector(Protocol):
         """What each series is expected to read now (NaN where unknown), for alert explanations."""
         ...
 
+    def bytes_per_series(self) -> int:
+        """State bytes one more series costs (the memory budget is per series)."""
+        ...
+
     def snapshot(self) -> bytes: ...
 
     def restore(self, data: bytes) -> None: ...
@@ -64,6 +68,16 @@ class SeriesState:
     def __getitem__(self, key: str) -> Floats:
         return self.arrays[key]
 
+    def put(self, ids: Ids, where: NDArray[np.bool_], **fields: Floats) -> None:
+        """Write each field's new values for the series where `where` holds (others keep theirs)."""
+        if where.all():
+            for k, v in fields.items():
+                self.arrays[k][ids] = v
+            return
+        sel = ids[where]
+        for k, v in fields.items():
+            self.arrays[k][sel] = v[where]
+
     def nbytes_per_series(self) -> int:
         return 8 * len(self.arrays)
 
@@ -80,16 +94,17 @@ class SeriesState:
             self.arrays = {k: np.array(blob[k], dtype=np.float64) for k in self._defaults}
 
 
-def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp]]:
+def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp] | slice]:
     """Split a batch into rounds in which every series appears once, oldest sample first.
 
     Fancy-index assignment keeps only one write per index, so a batch carrying two samples of the same
-    series must be applied in rounds. A scrape batch has one sample per series: one round, no copy.
+    series must be applied in rounds. A scrape batch has one sample per series: one round, the whole
+    batch as a slice (no copy), found with a bincount rather than a sort.
     """
     if len(ids) == 0:
         return
-    if len(np.unique(ids)) == len(ids):
-        yield np.argsort(ts, kind="stable")
+    if _all_distinct(ids):
+        yield slice(None)
         return
     order = np.lexsort((ts, ids))
     sorted_ids = ids[order]
@@ -97,6 +112,14 @@ def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp]]:
     rank = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
     for r in range(int(rank.max()) + 1):
         yield order[rank == r]
+
+
+def _all_distinct(ids: Ids) -> bool:
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo <= 8 * len(ids):
+        return bool(np.bincount(ids - lo).max() <= 1)
+    sorted_ids = np.sort(ids)
+    return not bool((sorted_ids[1:] == sorted_ids[:-1]).any())
 
 
 def pack_blobs(*blobs: bytes) -> bytes:

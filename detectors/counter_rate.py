@@ -30,6 +30,18 @@ class CounterRate:
             p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
         return p
 
+    def rate_of(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """The rate these samples would give (NaN for a series' first sample); reads, never writes."""
+        out = np.full(len(ids), np.nan)
+        known = ids < self.state.capacity
+        if known.any():
+            k = ids[known]
+            last, last_ts = self.state["last"][k], self.state["last_ts"][k]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                delta = np.where(x[known] >= last, x[known] - last, x[known])
+                out[known] = delta / (ts[known] - last_ts)
+        return out
+
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
-from detectors.signals import N_FAMILIES
+from detectors.signals import N_FAMILIES, PER_DEVICE_FAMILIES, SHARED_CAUSE_FAMILIES
 
 SURPRISE_CAP = 12.0
 
@@ -30,7 +30,10 @@ class FusionConfig:
     half_life_s: float = 120.0  # decay of held family evidence
     vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
-    common_mode_frac: float = 0.3  # a family voting on this share of entities at once is a phase change
+    common_mode_frac: float = 0.3  # a family voting on this share of its entities at once is common-mode
+    common_mode_exit: float = 0.1  # ... and stays so until the share falls below this (hysteresis)
+    common_mode_min_entities: int = 4  # too few entities carry a family to tell common-mode from a fault
+    node_mode_frac: float = 0.5  # a family voting on this share of one node's GPUs is a node-level cause
 
 
 def surprise(p: Floats) -> Floats:
@@ -51,8 +54,13 @@ class Fusion:
         self.held = np.zeros((0, N_FAMILIES))
         self.top_series = np.full((0, N_FAMILIES), -1, dtype=np.int64)
         self.top_value = np.full((0, N_FAMILIES), np.nan)
+        self.top_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # the top series is above its baseline
         self.last_tick = -np.inf
-        self.common = np.zeros(N_FAMILIES, dtype=bool)  # families found common-mode at the last tick
+        self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
+        self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
+        self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
+        self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
+        self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
         self.at_tick = self.held.copy()
 
     def ensure(self, n_entities: int) -> None:
@@ -63,11 +71,16 @@ class Fusion:
         self.held = np.vstack([self.held, np.zeros((grow, N_FAMILIES))])
         self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
+        self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
         s = surprise(ev.p)
-        hot = (s > 0) & (entity >= 0)
+        known = entity >= 0
+        self.present[entity[known], family[known]] = True
+        hot = (s > 0) & known
         if not hot.any():
             return
         ent, fam, s = entity[hot], family[hot].astype(np.int64), s[hot]
@@ -77,6 +90,7 @@ class Fusion:
         won = s >= flat[cells]
         self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
         self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
+        self.top_rising.reshape(-1)[cells[won]] = ev.up()[hot][won]
 
     def evaluate(self, tick: float) -> Floats:
         """Fused score per entity at `tick`, then age the held evidence by one step.
@@ -84,13 +98,15 @@ class Fusion:
         Evidence held from before a gap in the data is aged by the whole gap first. A family voting on
         at least `common_mode_frac` of all entities at once is common-mode (a checkpoint, a job restart,
         a storage stall): it is evidence against no single GPU, so its held evidence is cleared for
-        everyone, before its decaying tail could leak into a few entities' sums.
+        everyone, before its decaying tail could leak into a few entities' sums. One level down, a
+        family voting on most GPUs of one node is that node's: see `lift_node_causes`.
         """
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
         self.common = self.common_mode()
         self.held[:, self.common] = 0.0
+        self.lift_node_causes()
         fused = self.fused()
         self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
         self.decay(cfg.step_s)
@@ -98,11 +114,53 @@ class Fusion:
         return fused
 
     def common_mode(self) -> NDArray[np.bool_]:
-        """Families voting on at least `common_mode_frac` of all entities now."""
-        if len(self.held) < 4:
-            return np.zeros(N_FAMILIES, dtype=bool)
-        votes = self.held >= self.config.vote_min
-        return np.asarray(votes.mean(axis=0) >= self.config.common_mode_frac)
+        """Families voting on a large share of the entities that carry them, with hysteresis."""
+        cfg = self.config
+        carriers = self.present.sum(axis=0)
+        voting = self.held >= cfg.vote_min
+        votes = voting.sum(axis=0)
+        self.common_share = np.where(carriers > 0, votes / np.maximum(carriers, 1), 0.0)
+        self.rising_share = (voting & self.top_rising).sum(axis=0) / np.maximum(carriers, 1)
+        enough = carriers >= cfg.common_mode_min_entities
+        threshold = np.where(self.common, cfg.common_mode_exit, cfg.common_mode_frac)
+        return np.asarray(enough & (self.common_share >= threshold))
+
+    def lift_node_causes(self) -> None:
+        """Move evidence shared by most of a node's GPUs up to the node entity.
+
+        Several GPUs of one node moving together (a PCIe or NVLink switch, the node's cooling) are one
+        node fault, not several GPU faults: a shared-cause family is credited to the node entity and
+        cleared from its GPUs; a workload family (a single-node job's phase) is only cleared; per-device
+        families (ECC, Xid) stay with their GPU.
+        """
+        gpus = np.flatnonzero(self.parent >= 0)
+        if not len(gpus):
+            return
+        nodes = self.parent[gpus]
+        hot = self.held[gpus] >= self.config.vote_min
+        votes = np.zeros_like(self.held)
+        carriers = np.zeros_like(self.held)
+        np.add.at(votes, nodes, hot)
+        np.add.at(carriers, nodes, self.present[gpus])
+        node_wide = (votes >= 2) & (votes >= self.config.node_mode_frac * carriers)  # never one GPU alone
+        moved = node_wide[nodes] & hot  # (gpu, family) cells explained by their node
+        if not moved.any():
+            return
+        shared = np.zeros(N_FAMILIES, dtype=bool)
+        shared[[int(f) for f in SHARED_CAUSE_FAMILIES]] = True
+        per_device = np.zeros(N_FAMILIES, dtype=bool)
+        per_device[[int(f) for f in PER_DEVICE_FAMILIES]] = True
+        rows, fams = np.nonzero(moved & shared)
+        credit = self.held[gpus[rows], fams]
+        cells = nodes[rows] * N_FAMILIES + fams
+        flat = self.held.reshape(-1)
+        np.maximum.at(flat, cells, credit)
+        won = credit >= flat[cells]
+        self.top_series.reshape(-1)[cells[won]] = self.top_series[gpus[rows], fams][won]
+        self.top_value.reshape(-1)[cells[won]] = self.top_value[gpus[rows], fams][won]
+        self.present[nodes[rows], fams] = True
+        clear_rows, clear_fams = np.nonzero(moved & ~per_device)
+        self.held[gpus[clear_rows], clear_fams] = 0.0
 
     def fused(self) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote."""
@@ -120,16 +178,24 @@ class Fusion:
         self.held *= np.exp2(-elapsed_s / self.config.half_life_s)
         self.held[self.held < 1e-3] = 0.0
 
-    def snapshot_arrays(self) -> dict[str, NDArray[np.float64] | NDArray[np.int64]]:
+    def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {
             "held": self.held,
             "top_series": self.top_series,
             "top_value": self.top_value,
+            "top_rising": self.top_rising,
             "last_tick": np.array([self.last_tick]),
+            "present": self.present,
+            "common": self.common,
+            "parent": self.parent,
         }
 
-    def restore_arrays(self, arrays: dict[str, NDArray[np.float64] | NDArray[np.int64]]) -> None:
+    def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
         self.held = np.array(arrays["held"], dtype=np.float64)
         self.top_series = np.array(arrays["top_series"], dtype=np.int64)
         self.top_value = np.array(arrays["top_value"], dtype=np.float64)
+        self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
+        self.present = np.array(arrays["present"], dtype=bool)
+        self.common = np.array(arrays["common"], dtype=bool)
+        self.parent = np.array(arrays["parent"], dtype=np.int64)

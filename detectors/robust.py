@@ -3,6 +3,8 @@
 A Huber-clipped EWMA follows the median and an EWMA of clipped absolute deviations follows the MAD, so a
 single spike cannot drag the baseline and a sustained shift stays visible for several half-lives.
 Half-lives are in event-time seconds, so irregular scrapes and replays give the same answer.
+The robust |z| is then calibrated against the series' own |z| history (`TailCalibrator`), so a
+heavy-tailed or seasonal series is not judged as if its noise were Gaussian.
 
 >>> import numpy as np
 >>> det = RobustDeviation(warmup=5)
@@ -16,12 +18,11 @@ True
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import erfc
 
-from detectors.base import Floats, Ids, SeriesState, unique_rounds
+from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.calibration import TailCalibrator
 
 _MAD_TO_SIGMA = 1.4826
-P_FLOOR = 1e-12
 
 
 class RobustDeviation:
@@ -43,12 +44,14 @@ class RobustDeviation:
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         self.state = SeriesState({"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf})
+        self.calibrator = TailCalibrator()
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
             return p
         self.state.ensure(int(ids.max()))
+        self.calibrator.ensure(int(ids.max()))
         for idx in unique_rounds(ids, ts):
             p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
         return p
@@ -58,12 +61,13 @@ class RobustDeviation:
         center, mad, n, last = st["center"][ids], st["mad"][ids], st["n"][ids], st["last_ts"][ids]
         ok = np.isfinite(x) & (ts >= last)  # non-finite and out-of-order samples are not folded in
         first = ok & (n == 0)
-        dev = x - center
+        with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
+            dev = x - center
         sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(center), self.abs_floor))
+        judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
-            z = np.abs(dev) / sigma
-            p = np.where(ok & (n >= self.warmup), np.maximum(erfc(z / np.sqrt(2.0)), P_FLOOR), 1.0)
-        p = np.where(np.isnan(p), 1.0, p)
+            z = np.where(judged, np.abs(dev) / sigma, np.nan)
+        p = self.calibrator.score(ids, z)
 
         dt = np.where(np.isfinite(last), ts - last, 0.0)
         alpha = np.maximum(1.0 - np.exp2(-dt / self.half_life_s), 1.0 / np.maximum(n + 1.0, 1.0))
@@ -72,11 +76,7 @@ class RobustDeviation:
         new_center = np.where(first, x, center + alpha * step)
         new_mad = np.where(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
 
-        upd = ok
-        st["center"][ids] = np.where(upd, new_center, center)
-        st["mad"][ids] = np.where(upd, new_mad, mad)
-        st["n"][ids] = np.where(upd, n + 1.0, n)
-        st["last_ts"][ids] = np.where(upd, ts, last)
+        st.put(ids, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p
 
     def baseline(self, ids: Ids) -> Floats:
@@ -86,10 +86,12 @@ class RobustDeviation:
         return out
 
     def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series()
+        return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
 
     def snapshot(self) -> bytes:
-        return self.state.to_bytes()
+        return pack_blobs(self.state.to_bytes(), self.calibrator.snapshot())
 
     def restore(self, data: bytes) -> None:
-        self.state.load_bytes(data)
+        own, calibration = unpack_blobs(data)
+        self.state.load_bytes(own)
+        self.calibrator.restore(calibration)

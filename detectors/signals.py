@@ -32,6 +32,15 @@ class Family(IntEnum):
 
 N_FAMILIES = len(Family)
 
+# Families whose movement on many entities at once points at one shared cause worth paging about
+# (cooling, a PCIe or NVLink switch, shared storage, the fabric, telemetry itself).
+SHARED_CAUSE_FAMILIES = frozenset(
+    {Family.THERMAL, Family.PCIE, Family.NVLINK, Family.STORAGE_IO, Family.NETWORK, Family.LIVENESS}
+)
+# Families that stay with the GPU that reported them even when its neighbours report too: ECC and
+# Xids are per-device hardware facts, never a phase of the job.
+PER_DEVICE_FAMILIES = frozenset({Family.MEMORY_ECC, Family.XID})
+
 
 class Kind(IntEnum):
     """How a series' values are read."""

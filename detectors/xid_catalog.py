@@ -19,7 +19,9 @@ class XidInfo:
     action: str
 
 
-_ROWS: tuple[XidInfo, ...] = (
+ROWS: tuple[XidInfo, ...] = (
+    XidInfo(8, "GPU stopped processing (idle timeout)", "warning", "Restart the application."),
+    XidInfo(11, "Invalid or corrupted push buffer stream", "warning", "Restart the application."),
     XidInfo(
         13,
         "Graphics engine exception",
@@ -61,6 +63,35 @@ _ROWS: tuple[XidInfo, ...] = (
     XidInfo(119, "GSP RPC timeout", "critical", "Reset the GPU or reboot the node."),
     XidInfo(120, "GSP error", "critical", "Reset the GPU or reboot the node."),
     XidInfo(
+        121,
+        "C2C (chip-to-chip) link error",
+        "critical",
+        "Reset the GPU; service the board if it recurs.",
+    ),
+    XidInfo(
+        136,
+        "Memory/firmware error reported after a prior fault",
+        "warning",
+        "Look at the Xids before it; reset the GPU at the next drain if it recurs.",
+    ),
+    XidInfo(
+        137, "NVLink FLA privilege error", "warning", "Restart the application; check NVLink if it recurs."
+    ),
+    XidInfo(140, "Unrecovered ECC error", "critical", "Drain the node and reset the GPU."),
+    XidInfo(143, "GPU initialization failure", "critical", "Reset the GPU; reboot the node if that fails."),
+    XidInfo(
+        144,
+        "NVLink SAW (system access window) error",
+        "critical",
+        "Reset the GPU; check NVLink and NVSwitch.",
+    ),
+    XidInfo(145, "NVLink RLW (receive link) error", "critical", "Reset the GPU; check NVLink and NVSwitch."),
+    XidInfo(146, "NVLink TLW (transmit link) error", "critical", "Reset the GPU; check NVLink and NVSwitch."),
+    XidInfo(147, "NVLink TREX error", "critical", "Reset the GPU; check NVLink and NVSwitch."),
+    XidInfo(148, "NVLink NVLPW control error", "critical", "Reset the GPU; check NVLink and NVSwitch."),
+    XidInfo(149, "NVLink NETIR error", "critical", "Reset the GPU; check NVLink, NVSwitch and the fabric."),
+    XidInfo(150, "NVLink MSE (management) error", "critical", "Reset the GPU; check NVLink and NVSwitch."),
+    XidInfo(
         154,
         "GPU recovery action changed",
         "critical",
@@ -68,7 +99,7 @@ _ROWS: tuple[XidInfo, ...] = (
     ),
 )
 
-CATALOG: dict[int, XidInfo] = {row.code: row for row in _ROWS}
+CATALOG: dict[int, XidInfo] = {row.code: row for row in ROWS}
 
 
 def xid_info(code: int) -> XidInfo:

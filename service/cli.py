@@ -16,23 +16,42 @@ from service.state import ServiceState
 
 
 def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
-    """A pipeline and its processor; with `state`, one more partition's, sharing its telemetry."""
-    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster))
+    """A pipeline and its processor. With `state` (one more partition of `prexid run`), the new
+    processor shares that state's telemetry and alert sinks."""
+    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
+    first = state is None
     if state is None:
-        state = ServiceState.new(pipeline)
+        state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token
-    processor = Processor(pipeline, state.telemetry, settings.metrics_format, settings.logs_format)
+    processor = Processor(
+        pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
+    )
+    if first and settings.alertmanager_urls:
+        from service.alertmanager import AlertmanagerSink
+
+        sink = AlertmanagerSink(
+            settings.alertmanager_urls,
+            state.telemetry.registry,
+            resend_interval_s=settings.alertmanager_resend_s,
+        )
+        state.alert_listeners.append(sink.submit)
+        state.background.append(sink.run)
+    processor.listeners = state.alert_listeners
     return state, processor
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from service.demo import stream_demo
-    from service.demo_sim import DemoCluster
+    from service.demo_sim import DemoCluster, DemoFault
     from service.serve import serve
 
     console = Console()
     state, processor = build(settings)
-    cluster = DemoCluster(nodes=args.nodes, gpus=args.gpus, seed=args.seed)
+    if args.nodes < 1 or args.gpus < 1:
+        console.print("[red]--nodes and --gpus must be at least 1[/red]")
+        return 2
+    fault = DemoFault(node=min(3, args.nodes - 1), gpu=min(5, args.gpus - 1))  # the faulty GPU exists
+    cluster = DemoCluster(nodes=args.nodes, gpus=args.gpus, seed=args.seed, fault=fault)
     console.print(
         f"[bold]prexid demo[/bold]: {cluster.nodes} nodes x {cluster.gpus} GPUs, "
         f"{cluster.duration_s / 60:.0f} simulated minutes at {args.speed:g}x; "
@@ -51,6 +70,26 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0
+
+
+def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
+    from service.parse_cmd import cmd_parse as parse
+
+    return parse(args)
+
+
+# `prexid bench TARGET`: each target is "module:function" taking (args) and returning an exit code.
+BENCH_TARGETS = {
+    "decode": "service.bench.decode:cmd_bench_decode",
+    "detectors": "service.bench.detectors:cmd_bench_detectors",
+}
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    import importlib
+
+    module, func = BENCH_TARGETS[args.target].split(":")
+    return int(getattr(importlib.import_module(module), func)(args))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -74,10 +113,27 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="consume Kafka topics, publish alerts (PREXID_*)")
     run.add_argument("--duration", type=float, default=None, help="exit after this many wall seconds")
     run.set_defaults(func=cmd_run)
+
+    parse = sub.add_parser(
+        "parse", parents=[common], help="decode stdin, print what prexid reads (JSON lines)"
+    )
+    parse.add_argument("stream", choices=["metrics", "logs"])
+    parse.add_argument("--format", default="auto", help="format name (docs/ingest.md) or auto")
+    parse.add_argument("--host", default=None, help="host for payloads naming none, as a Kafka key would")
+    parse.add_argument("--ts", type=float, default=None, help="record time (epoch s); default now")
+    parse.set_defaults(func=cmd_parse)
+
+    bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
+    bench.add_argument("target", choices=sorted(BENCH_TARGETS))
+    bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    bench.set_defaults(func=cmd_bench)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from service.malloc import keep_large_blocks_on_heap
+
+    keep_large_blocks_on_heap()  # numpy's batch temporaries: reuse heap blocks, no page-fault churn
     args = parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s"

@@ -8,6 +8,8 @@ from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.admin import admin_router
+from service.dashboard import dashboard_router, static_files
+from service.explain import EntityEvidence, node_evidence
 from service.models import Alert
 from service.state import ServiceState
 
@@ -45,5 +47,22 @@ def create_app(state: ServiceState) -> FastAPI:
             raise HTTPException(404, f"no active alert {fingerprint}")
         return found
 
+    @app.get("/api/v1/entities/{node}", response_model=list[EntityEvidence])
+    async def entities(node: str) -> list[EntityEvidence]:
+        """Current evidence for a node and each of its GPUs: why its score is what it is."""
+        found = node_evidence(state.pipeline, node)
+        if not found:
+            raise HTTPException(404, f"no series seen for node {node}")
+        return found
+
+    @app.get("/api/v1/entities/{node}/gpus/{gpu}", response_model=EntityEvidence)
+    async def gpu_entity(node: str, gpu: int) -> EntityEvidence:
+        for ev in node_evidence(state.pipeline, node):
+            if ev.gpu == gpu:
+                return ev
+        raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")
+
+    app.include_router(dashboard_router(state))
+    app.mount("/static", static_files(), name="static")
     app.include_router(admin_router(state))
     return app

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
 
 AlertKind = Literal["pre_xid", "xid", "node", "cluster"]
 AlertStatus = Literal["firing", "resolved"]
 Severity = Literal["critical", "warning", "info"]
+
+# Where docs/runbooks/ is published; override with PREXID_RUNBOOK_BASE_URL (and in the alert rules).
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/prexid/prexid/blob/main/docs/runbooks"
+
+
+def runbook_url(kind: str, base_url: str = DEFAULT_RUNBOOK_BASE_URL) -> str:
+    """One runbook page per alert kind, so whoever is paged lands on what to do."""
+    return f"{base_url.rstrip('/')}/{kind}.md"
 
 
 def rfc3339(ts: float) -> str:
@@ -51,9 +59,18 @@ class Alert(BaseModel):
     signals: list[Signal]
     summary: str
     xid_code: int | None = None
+    xid_codes: list[int] | None = Field(None, description="every Xid code of the burst, in order seen")
     lead_time_seconds: float | None = None
     recommended_action: str | None = None
     pci_bus_id: str | None = None
+    runbook_url: str = Field("", description="the runbook page for this kind; derived from kind if unset")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_runbook_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("runbook_url") and "kind" in data:
+            return {**data, "runbook_url": runbook_url(data["kind"])}
+        return data
 
 
 class XidEvent(BaseModel):
@@ -70,3 +87,57 @@ class XidEvent(BaseModel):
     pid: int | None
     process: str | None
     message: str
+
+
+class SxidEvent(BaseModel):
+    """One NVSwitch SXid: the driver prints a head line (`Fatal, Link 12 ...`) and then `Severity ...`
+    and `Data {...}` lines with the same code; together they are one event. Belongs to the node's
+    fabric, not to one GPU.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["sxid"] = "sxid"
+    ts: float
+    node: str
+    switch: int = Field(description="N of nvidia-nvswitchN")
+    pci_bus_id: str
+    code: int
+    fatal: bool | None = Field(description="None when the head line was not seen")
+    link: int | None
+    message: str
+    details: list[str] = Field(default_factory=list, description="the Severity and Data lines")
+
+
+class GpuOffBusEvent(BaseModel):
+    """`NVRM: GPU 0000:19:00.0: GPU has fallen off the bus.`, which can appear without an Xid 79 line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["gpu_off_bus"] = "gpu_off_bus"
+    ts: float
+    node: str
+    pci_bus_id: str
+    message: str
+
+
+GpuResetAction = Literal["reset_required", "reboot_required", "reset", "recovery", "init_failed"]
+
+
+class GpuResetEvent(BaseModel):
+    """A driver line about resetting or recovering a GPU (or failing to bring it back)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["gpu_reset"] = "gpu_reset"
+    ts: float
+    node: str
+    pci_bus_id: str
+    action: GpuResetAction
+    message: str
+
+
+KernelEvent = XidEvent | SxidEvent | GpuOffBusEvent | GpuResetEvent

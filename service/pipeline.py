@@ -9,20 +9,23 @@ tick the fusion layer is evaluated and the alert lifecycle advanced, however lar
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from detectors.bank import DetectorBank, Evidence
+from detectors.cluster import cluster_families, cluster_fused
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
+from detectors.peer import PeerGroups
+from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.watermark import ReorderBuffer, Watermarks
-from detectors.xid_catalog import xid_info
-from service.decode.types import RawSample
-from service.models import Alert, Signal, XidEvent, rfc3339
-from service.series import NO_FAMILY, SeriesRegistry, normalise_host
+from service.decode.types import RawSample, Samples
+from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
+from service.series import NO_FAMILY, SeriesRegistry
+from service.xid_alerts import XidAlerts
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +34,11 @@ class PipelineConfig:
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     max_series: int = 2_000_000
+    max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
+    multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
 def fingerprint(*parts: object) -> str:
@@ -43,16 +49,24 @@ class Pipeline:
     def __init__(self, config: PipelineConfig | None = None) -> None:
         self.config = config or PipelineConfig()
         self.registry = SeriesRegistry(max_series=self.config.max_series)
-        self.bank = DetectorBank()
+        self.bank = DetectorBank(multivariate=self.config.multivariate)
+        self.peer_groups = PeerGroups()
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
+        self.cluster_lifecycle = Lifecycle(self.config.lifecycle)
+        self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
         self.watermarks = Watermarks(self.config.lateness_s)
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
         self.active: dict[str, Alert] = {}  # firing alerts by fingerprint
         self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
         self.fused_scores = np.zeros(0)
+        self.cluster_score = 0.0
+        self._cluster_families: list[Family] = []
         self.samples_seen = 0
+        self.xid_alerts = XidAlerts(self, fingerprint)
+        # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
+        self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
     # -- metrics -------------------------------------------------------------------------------------
     @property
@@ -60,23 +74,26 @@ class Pipeline:
         """Event time up to which every sample has been scored."""
         return self.watermarks.value
 
-    def ingest_samples(self, samples: Sequence[RawSample], source: str = "default") -> list[Alert]:
+    def ingest_samples(self, samples: Samples | Sequence[RawSample], source: str = "default") -> list[Alert]:
         """Add one source's samples, then score whatever the watermark has released."""
         self.add_samples(samples, source)
         return self.advance()
 
-    def add_samples(self, samples: Sequence[RawSample], source: str) -> None:
-        """Intern and buffer samples; `source` is where they came from (a Kafka topic partition)."""
-        if samples:
+    def add_samples(self, samples: Samples | Sequence[RawSample], source: str) -> None:
+        """Intern and buffer samples (columns, or rows for convenience); `source` is where they came
+        from (a Kafka topic partition)."""
+        if not isinstance(samples, Samples):
+            samples = Samples.of(samples)
+        if len(samples):
             reg = self.registry
             before = len(reg)
-            n = len(samples)
-            ids = np.fromiter((reg.intern(s.name, s.labels) for s in samples), dtype=np.int64, count=n)
-            ts = np.fromiter((s.ts for s in samples), dtype=np.float64, count=n)
-            values = np.fromiter((s.value for s in samples), dtype=np.float64, count=n)
+            ids = reg.intern_many(samples.names, samples.labels)
+            ts = np.array(samples.ts, dtype=np.float64)
+            values = np.array(samples.values, dtype=np.float64)
             if len(reg) > before:
                 new = np.arange(before, len(reg), dtype=np.int64)
                 self.bank.set_kinds(new, reg.kind_of[new])
+                self._set_groups(new)
             kept = ids >= 0
             self.buffer.add(ids[kept], ts[kept], values[kept])
             self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
@@ -113,16 +130,100 @@ class Pipeline:
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
         self.fusion.ingest(
-            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored]),
+            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored], ev.up()[scored]),
             self.registry.entity_of[ids[scored]],
             fam[scored],
         )
 
+    def _set_groups(self, new: np.ndarray) -> None:
+        """Tell the bank each new series' peer group and node (registration time, not per sample)."""
+        reg, groups = self.registry, self.peer_groups
+        peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
+        for i, sid in enumerate(new.tolist()):
+            ent = reg.entities[int(reg.entity_of[sid])]
+            peer[i] = groups.group_of(reg.names[sid], reg.labels[sid], ent.node, ent.gpu)
+            node[i] = groups.node_of(ent.node)
+        self.bank.set_groups(new, peer, node)
+
+    def _ingest_silence(self, tick: float) -> None:
+        """Staleness evidence for series that stopped reporting, in the liveness family of their entity."""
+        ids, p = self.bank.sweep(tick)
+        if len(ids) == 0:
+            return
+        fam = np.full(len(ids), Family.LIVENESS, dtype=np.uint8)
+        self.fusion.ingest(
+            Evidence(ids, np.full(len(ids), tick), np.full(len(ids), np.nan), p),
+            self.registry.entity_of[ids],
+            fam,
+        )
+
     def _evaluate(self, tick: float) -> list[Alert]:
-        self.fusion.ensure(len(self.registry.entities))
+        n = len(self.registry.entities)
+        self.fusion.ensure(n)
+        self.fusion.parent[:n] = self.registry.parent_of
+        self._ingest_silence(tick)
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
-        return [self._transition_alert(t) for t in self.lifecycle.step(fused, tick)]
+        for listener in self.tick_listeners:
+            listener(tick, fused, self.fusion.at_tick)
+        alerts = [
+            self._transition_alert(t)
+            for t in self.lifecycle.step(fused, tick)
+            if (
+                self.rate_limit.allow_firing(t.entity, t.at)
+                if t.firing
+                else self.rate_limit.allow_resolve(t.entity)
+            )
+        ]
+        cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
+        self.cluster_score = float(cluster[0])
+        return alerts + [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+
+    def _cluster_alert(self, tr: Transition) -> Alert:
+        """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
+        families = cluster_families(self.fusion)
+        if tr.firing:
+            self._cluster_families = families
+        families = families or self._cluster_families
+        names = ", ".join(f.label for f in families)
+        share = max((float(self.fusion.common_share[f]) for f in families), default=0.0)
+        fp = fingerprint(self.config.cluster, "cluster", tr.starts_at)
+        summary = (
+            f"{names} anomalous on {share:.0%} of the cluster at once: one shared cause, node pages held back"
+            if tr.firing
+            else f"cluster-wide {names} anomaly is over"
+        )
+        signals = [
+            Signal(
+                family=f.label,
+                metric="share_of_entities",
+                labels={},
+                value=round(float(self.fusion.common_share[f]), 3),
+                baseline=None,
+                surprise=0.0,
+            )
+            for f in families
+        ]
+        alert = Alert(
+            fingerprint=fp,
+            status="firing" if tr.firing else "resolved",
+            kind="cluster",
+            severity="warning",
+            cluster=self.config.cluster,
+            node="",
+            gpu=None,
+            starts_at=rfc3339(tr.starts_at),
+            ends_at=None if tr.firing else rfc3339(tr.at),
+            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            signals=signals,
+            summary=summary,
+            runbook_url=runbook_url("cluster", self.config.runbook_base_url),
+        )
+        if tr.firing:
+            self.active[fp] = alert
+        else:
+            self.active.pop(fp, None)
+        return alert
 
     def _transition_alert(self, tr: Transition) -> Alert:
         ent = self.registry.entities[tr.entity]
@@ -150,6 +251,7 @@ class Pipeline:
             )
             if tr.firing
             else f"{what} no longer shows anomalous signals",
+            runbook_url=runbook_url(kind, self.config.runbook_base_url),
         )
         if tr.firing:
             self.active[fp] = alert
@@ -181,37 +283,5 @@ class Pipeline:
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
-        return [self._xid_alert(ev) for ev in events]
-
-    def _xid_alert(self, ev: XidEvent) -> Alert:
-        info = xid_info(ev.code)
-        node = normalise_host(ev.node)
-        eid = self.registry.gpu_for_pci(node, ev.pci_bus_id)
-        gpu = self.registry.entities[eid].gpu if eid is not None else None
-        lead = None
-        if eid is not None and eid in self.pre_xid_fired:
-            fired_at, _ = self.pre_xid_fired[eid]
-            if 0.0 <= ev.ts - fired_at <= self.config.xid_link_window_s:
-                lead = ev.ts - fired_at
-        where = f"GPU {gpu} on {node}" if gpu is not None else f"PCI {ev.pci_bus_id} on {node}"
-        lead_text = f"; prexid warned {lead:.0f} s before" if lead is not None else ""
-        alert = Alert(
-            fingerprint=fingerprint(self.config.cluster, "xid", node, ev.pci_bus_id, ev.code, ev.ts),
-            status="firing",
-            kind="xid",
-            severity=info.severity,
-            cluster=self.config.cluster,
-            node=node,
-            gpu=gpu,
-            starts_at=rfc3339(ev.ts),
-            ends_at=None,
-            score=1.0,
-            signals=[],
-            summary=f"Xid {ev.code} ({info.mnemonic}) on {where}{lead_text}",
-            xid_code=ev.code,
-            lead_time_seconds=lead,
-            recommended_action=info.action,
-            pci_bus_id=ev.pci_bus_id,
-        )
-        self.active[alert.fingerprint] = alert
-        return alert
+        """One `xid` alert per burst: the event opening it fires it, later ones update it if it changes."""
+        return [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]

@@ -1,5 +1,9 @@
 """Turns consumed messages into alerts and dead letters: decode, then the pipeline. No I/O here.
 
+Every message is accounted for exactly once: it decodes to at least one record (counted in
+`prexid_messages_decoded_total{stream}`) or it becomes a dead letter with a reason (counted in
+`prexid_dead_letters_total{reason}`), so decoded + dead-lettered = consumed (`prexid_messages_total`).
+
 Metrics and kernel logs arrive on different topics, and a consumer catching up on a backlog can read a
 kernel line long before the samples that preceded it. So Xid events are held until the metric stream
 has reached their event time (then every pre_xid alert those samples could fire has fired and the
@@ -9,15 +13,21 @@ and the Xid pages at once. Replays are therefore deterministic and live paging i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from service.decode import formats
-from service.decode.types import DecodeError, KernelLine, RawSample
-from service.decode.xid import parse_xid
-from service.models import Alert, XidEvent
+from service.decode.kernel_events import extract_events
+from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
+from service.models import Alert, GpuOffBusEvent, KernelEvent, XidEvent
 from service.pipeline import Pipeline
 from service.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+HOST_HEADERS = ("host", "prexid.host")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +39,16 @@ class Message:
     topic: str = ""
     partition: int = -1
     offset: int = -1
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    def transport_host(self) -> str | None:
+        """The host a `host` header or the record key names, for payloads that name none themselves."""
+        raw = next((v for k, v in self.headers if k.lower() in HOST_HEADERS), None) or self.key
+        if not raw:
+            return None
+        text = raw.decode("utf-8", errors="replace").strip()
+        return text or None
 
     @property
     def source(self) -> str:
@@ -49,17 +69,28 @@ class DeadLetter:
 class Output:
     alerts: list[Alert] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    events: list[KernelEvent] = field(default_factory=list)
 
 
 class Processor:
     def __init__(
-        self, pipeline: Pipeline, telemetry: Telemetry, metrics_format: str, logs_format: str
+        self,
+        pipeline: Pipeline,
+        telemetry: Telemetry,
+        metrics_format: str,
+        logs_format: str,
+        topic_formats: Mapping[str, str] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.telemetry = telemetry
         self.decode_metrics = formats.metric_decoder(metrics_format)
         self.decode_logs = formats.log_decoder(logs_format)
+        self.topic_formats = dict(topic_formats or {})
+        for name in self.topic_formats.values():
+            if name not in formats.METRIC_DECODERS and name not in formats.LOG_DECODERS:
+                raise ValueError(f"unknown format {name!r} in topic_formats")
         self.held_xids: list[XidEvent] = []
+        self.listeners: list[Callable[[list[Alert]], None]] = []  # sinks that take alerts as they happen
 
     def process(
         self,
@@ -74,34 +105,74 @@ class Processor:
         event-time watermark back. `drain` (end of a replay) scores everything still buffered.
         """
         out = Output()
-        by_source: dict[str, list[RawSample]] = {}
-        for msg in metrics:
-            try:
-                by_source.setdefault(msg.source, []).extend(self.decode_metrics(msg.payload, msg.ts))
-            except DecodeError as err:
-                out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
+        by_source: dict[str, Samples] = {}
+        for msg, part in self._decode_all(metrics, "metrics", self._metrics_decoder, out):
+            by_source.setdefault(msg.source, Samples()).extend(part)
         lines: list[KernelLine] = []
-        for msg in logs:
-            try:
-                lines.extend(self.decode_logs(msg.payload, msg.ts))
-            except DecodeError as err:
-                out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
+        for _, got in self._decode_all(logs, "logs", self._logs_decoder, out):
+            lines.extend(got)
         for source, samples in by_source.items():
             self.pipeline.add_samples(samples, source)
         self.pipeline.watermarks.set_backlogged(set(backlogged))
         out.alerts.extend(self.pipeline.advance(drain))
-        self.held_xids += [x for line in lines if (x := parse_xid(line)) is not None]
+        out.events = extract_events(lines)
+        self.held_xids += [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
         out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(everything=drain or not backlogged)))
 
+        self._count(metrics, logs, sum(map(len, by_source.values())), lines, out)
+        if out.alerts:
+            for listener in self.listeners:
+                listener(out.alerts)
+        return out
+
+    def _count(
+        self,
+        metrics: Sequence[Message],
+        logs: Sequence[Message],
+        samples: int,
+        lines: list[KernelLine],
+        out: Output,
+    ) -> None:
         t = self.telemetry
         t.messages.labels("metrics").inc(len(metrics))
         t.messages.labels("logs").inc(len(logs))
-        t.samples.inc(sum(map(len, by_source.values())))
-        t.kernel_lines.inc(len(lines))
+        t.samples.inc(samples)
+        kernel = sum(line.kernel for line in lines)
+        t.kernel_lines.inc(kernel)
+        t.log_lines_not_kernel.inc(len(lines) - kernel)
+        for ev in out.events:
+            t.kernel_events.labels(ev.kind).inc()
         for dl in out.dead_letters:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
-        return out
+
+    def _decode_all(
+        self, msgs: Sequence[Message], stream: str, pick: Callable[[str], Callable[..., T]], out: Output
+    ) -> list[tuple[Message, T]]:
+        decoded: list[tuple[Message, T]] = []
+        for msg in msgs:
+            try:
+                got = pick(msg.topic)(msg.payload, msg.ts, msg.transport_host())
+                if not len(got):  # type: ignore[arg-type]
+                    raise DecodeError("empty", "decoded to no records")
+            except DecodeError as err:
+                out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
+                continue
+            except Exception as exc:  # a decoder bug must cost one message, not the consumer
+                log.exception("decoder failed on %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+                out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
+                continue
+            decoded.append((msg, got))
+        self.telemetry.messages_decoded.labels(stream).inc(len(decoded))
+        return decoded
+
+    def _metrics_decoder(self, topic: str) -> MetricDecoder:
+        name = self.topic_formats.get(topic)
+        return self.decode_metrics if name is None else _pick(formats.METRIC_DECODERS, name, topic)
+
+    def _logs_decoder(self, topic: str) -> LogDecoder:
+        name = self.topic_formats.get(topic)
+        return self.decode_logs if name is None else _pick(formats.LOG_DECODERS, name, topic)
 
     def _release_xids(self, everything: bool) -> list[XidEvent]:
         """Held Xids the metric stream has reached (all of them if it is caught up), oldest first."""
@@ -109,3 +180,19 @@ class Processor:
         ready = [x for x in self.held_xids if everything or x.ts <= seen_until]
         self.held_xids = [x for x in self.held_xids if not (everything or x.ts <= seen_until)]
         return sorted(ready, key=lambda x: x.ts)
+
+
+def _pick(table: Mapping[str, T], name: str, topic: str) -> T:
+    if name not in table:
+        raise DecodeError("format_mismatch", f"{name} is not a format for topic {topic}")
+    return table[name]
+
+
+def _as_xid(ev: XidEvent | GpuOffBusEvent) -> XidEvent:
+    """A "fallen off the bus" line is what Xid 79 reports; without its Xid line it must still page
+    (with it, both land in one burst and one alert)."""
+    if isinstance(ev, XidEvent):
+        return ev
+    return XidEvent(
+        ts=ev.ts, node=ev.node, pci_bus_id=ev.pci_bus_id, code=79, pid=None, process=None, message=ev.message
+    )

@@ -13,25 +13,26 @@ import numpy as np
 from numpy.typing import NDArray
 
 from detectors.signals import Family, Kind, spec_for
+from service.decode.common import HOST_LABELS
 from service.decode.xid import normalise_pci
 
-HOST_LABELS = ("Hostname", "hostname", "host", "node", "instance", "nodename")
+__all__ = ["HOST_LABELS", "NO_FAMILY", "Entity", "SeriesRegistry", "normalise_host"]
 NO_FAMILY = 255
 
 
 def normalise_host(raw: str) -> str:
     """Short host name: `node-17.cluster.local:9100` -> `node-17` (FQDN, short name and instance agree).
 
-    IP addresses are kept whole: their dots are not domain separators.
+    IP addresses are kept whole: their dots are not domain separators. An empty result is `unknown`.
     """
-    host = raw.strip().lower()
+    host = raw.strip().lower().rstrip(".")
     if host.startswith("["):  # [v6]:port
-        return host[1:].split("]")[0]
+        return host[1:].split("]")[0] or "unknown"
     if host.count(":") == 1:
         host = host.split(":")[0]
     if host.replace(".", "").isdigit():
         return host
-    return host.split(".")[0]
+    return host.split(".")[0] or "unknown"
 
 
 def node_of(labels: dict[str, str]) -> str:
@@ -57,30 +58,47 @@ class SeriesRegistry:
     kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     entities: list[Entity] = field(default_factory=list)
     entity_ids: dict[Entity, int] = field(default_factory=dict)
+    parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
     gpu_by_pci: dict[tuple[str, str], int] = field(default_factory=dict)
+    gpu_by_uuid: dict[str, int] = field(default_factory=dict)
+    uuid_of: dict[int, str] = field(default_factory=dict)  # GPU entity -> UUID label
+    fast_ids: dict[tuple[str, tuple[tuple[str, str], ...]], int] = field(default_factory=dict)
     refused: int = 0
 
     def __len__(self) -> int:
         return len(self.names)
 
     def entity_id(self, node: str, gpu: int | None) -> int:
+        """Entity id of a node or GPU; a GPU's node entity is created with it (the GPU's parent)."""
         key = Entity(node, gpu)
         eid = self.entity_ids.get(key)
         if eid is None:
+            parent = self.entity_id(node, None) if gpu is not None else -1
             eid = self.entity_ids[key] = len(self.entities)
             self.entities.append(key)
+            self.parent_of.append(parent)
         return eid
 
     def intern(self, name: str, labels: dict[str, str]) -> int:
-        """Series id for (name, labels); -1 when the cardinality limit refuses a new series."""
+        """Series id for (name, labels); -1 when the cardinality limit refuses a new series.
+
+        Producers send a series' labels in one order, so the unsorted label tuple is looked up first
+        and sorting is paid only the first time an ordering is seen.
+        """
+        fast = (name, tuple(labels.items()))
+        sid = self.fast_ids.get(fast)
+        if sid is not None:
+            return sid
         key = (name, tuple(sorted(labels.items())))
         sid = self.ids.get(key)
         if sid is not None:
+            if len(self.fast_ids) < 2 * self.max_series:
+                self.fast_ids[fast] = sid
             return sid
         if len(self.names) >= self.max_series:
             self.refused += 1
             return -1
-        sid = self.ids[key] = len(self.names)
+        sid = self.ids[key] = self.fast_ids[fast] = len(self.names)
         self.names.append(name)
         self.labels.append(labels)
         self._place(sid, name, labels)
@@ -89,10 +107,10 @@ class SeriesRegistry:
     def _place(self, sid: int, name: str, labels: dict[str, str]) -> None:
         node = node_of(labels)
         gpu_label = labels.get("gpu", "")
-        gpu = int(gpu_label) if gpu_label.isdigit() else None
+        gpu = int(gpu_label) if gpu_label.isdecimal() and gpu_label.isascii() and len(gpu_label) < 6 else None
         eid = self.entity_id(node, gpu)
-        if gpu is not None and labels.get("pci_bus_id"):
-            self.gpu_by_pci[(node, normalise_pci(labels["pci_bus_id"]))] = eid
+        if gpu is not None:
+            self._learn_gpu(eid, node, labels)
         spec = spec_for(name)
         if sid >= len(self.entity_of):
             cap = max(1024, 2 * len(self.entity_of))
@@ -102,6 +120,23 @@ class SeriesRegistry:
         self.entity_of[sid] = eid
         self.family_of[sid] = spec.family if spec else NO_FAMILY
         self.kind_of[sid] = spec.kind if spec else Kind.IGNORED
+
+    def _learn_gpu(self, eid: int, node: str, labels: dict[str, str]) -> None:
+        """DCGM labels tell which PCI bus id and UUID each (node, gpu index) has."""
+        if labels.get("pci_bus_id"):
+            self.gpu_by_pci[(node, normalise_pci(labels["pci_bus_id"]))] = eid
+        uuid = labels.get("UUID") or labels.get("uuid")
+        if uuid:
+            self.gpu_by_uuid[uuid.lower()] = eid
+            self.uuid_of[eid] = uuid
+
+    def intern_many(self, names: list[str], labels: list[dict[str, str]]) -> NDArray[np.int64]:
+        """Series ids for parallel name/label columns (-1 where the cardinality limit refused)."""
+        intern = self.intern
+        return np.fromiter(map(intern, names, labels), dtype=np.int64, count=len(names))
+
+    def gpu_for_uuid(self, uuid: str) -> int | None:
+        return self.gpu_by_uuid.get(uuid.lower())
 
     def gpu_for_pci(self, node: str, pci: str) -> int | None:
         """The GPU entity with this PCI bus id on this node, once DCGM labels have taught it."""

@@ -26,13 +26,15 @@ class _Server(uvicorn.Server):
 async def serve(
     state: ServiceState, feed: Coroutine[Any, Any, None], host: str, port: int, duration: float | None
 ) -> None:
-    """Serve HTTP beside the feed until the server stops (SIGINT/SIGTERM), `duration` passes, or the
-    feed fails. A feed that ends cleanly (the demo's timeline) leaves the server up for inspection."""
+    """Serve HTTP beside the feed and the state's background jobs (sinks) until the server stops
+    (SIGINT/SIGTERM), `duration` passes, or a job fails. A feed that ends cleanly (the demo's
+    timeline) leaves the server up for inspection."""
     server = _Server(
         uvicorn.Config(create_app(state), host=host, port=port, log_level="warning", lifespan="off")
     )
     server_task = asyncio.create_task(server.serve())
     feed_task = asyncio.create_task(feed)
+    helpers = [asyncio.create_task(job()) for job in state.background]
     signalled = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -40,18 +42,20 @@ async def serve(
     stop_on: set[asyncio.Task[Any]] = {server_task, asyncio.create_task(signalled.wait())}
     if duration is not None:
         stop_on.add(asyncio.create_task(asyncio.sleep(duration)))
-    pending: set[asyncio.Task[Any]] = stop_on | {feed_task}
+    workers = {feed_task, *helpers}
+    pending: set[asyncio.Task[Any]] = stop_on | workers
     try:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if done & stop_on or feed_task.exception() is not None:
+            if done & stop_on or any(t.exception() is not None for t in done & workers):
                 break
     finally:
         server.should_exit = True
-        for task in (feed_task, *stop_on - {server_task}):
+        for task in (feed_task, *helpers, *stop_on - {server_task}):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await server_task
-    if not feed_task.cancelled() and (err := feed_task.exception()) is not None:
-        raise err
+    for task in (feed_task, *helpers):
+        if not task.cancelled() and (err := task.exception()) is not None:
+            raise err

@@ -19,6 +19,7 @@ from pydantic_settings import (
 
 from detectors.fusion import FusionConfig
 from detectors.lifecycle import LifecycleConfig
+from service.models import DEFAULT_RUNBOOK_BASE_URL
 from service.pipeline import PipelineConfig
 
 
@@ -34,12 +35,17 @@ class DetectionSettings(BaseModel):
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
+    multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
 
-    def pipeline_config(self, cluster: str) -> PipelineConfig:
+    def pipeline_config(
+        self, cluster: str, runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    ) -> PipelineConfig:
         return PipelineConfig(
             cluster=cluster,
+            runbook_base_url=runbook_base_url,
             lateness_s=self.lateness_s,
             max_series=self.max_series,
+            multivariate=self.multivariate,
             fusion=FusionConfig(step_s=self.step_s),
             lifecycle=LifecycleConfig(
                 fire=self.fire_threshold,
@@ -79,6 +85,9 @@ class Settings(BaseSettings):
     dead_letter_topic: str = "prexid.dead-letters"
     metrics_format: str = "prom_kafka_adapter"
     logs_format: str = "syslog"
+    topic_formats: dict[str, str] = Field(
+        default_factory=dict, description="per-topic format overriding metrics_format/logs_format"
+    )
     batch_max_records: int = Field(10_000, ge=1)
     batch_timeout_ms: int = Field(200, ge=1)
     kafka_security: KafkaSecurity = KafkaSecurity()
@@ -92,9 +101,14 @@ class Settings(BaseSettings):
     snapshot_max_bytes: int = Field(256 * 2**20, ge=2**20, description="largest partition snapshot accepted")
     session_timeout_ms: int = Field(10_000, ge=1000, description="how soon a dead replica's partitions move")
 
+    alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
+    alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")
+
     http_host: str = "127.0.0.1"
     http_port: int = Field(8000, ge=0, le=65535)
     admin_token: SecretStr | None = Field(None, description="bearer token the admin HTTP endpoints require")
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 
     detection: DetectionSettings = DetectionSettings()
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
+from service.history import ScoreHistory
 from service.models import Alert
 from service.pipeline import Pipeline
 from service.telemetry import Telemetry
@@ -19,6 +21,9 @@ class ServiceState:
     telemetry: Telemetry
     ready: bool = False
     not_ready_reason: str = "starting"
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
+    history: ScoreHistory = field(default_factory=lambda: ScoreHistory(120))
+    alert_listeners: list[Callable[[list[Alert]], None]] = field(default_factory=list)  # sinks
     shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
     admin_token: SecretStr | None = None  # admin endpoints are off without one
     checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint
@@ -31,5 +36,7 @@ class ServiceState:
         return merged
 
     @classmethod
-    def new(cls, pipeline: Pipeline) -> ServiceState:
-        return cls(pipeline, Telemetry(CollectorRegistry(), pipeline))
+    def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
+        state = cls(pipeline, Telemetry(CollectorRegistry(), pipeline), history=ScoreHistory(history_ticks))
+        pipeline.tick_listeners.append(state.history.record)
+        return state

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from detectors.fusion import score01
@@ -26,7 +26,7 @@ class FusedScoreCollector(Collector):
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         p = self.pipeline
         gpu = GaugeMetricFamily(
             "prexid_gpu_fused_score",
@@ -48,6 +48,16 @@ class FusedScoreCollector(Collector):
                 gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
         yield gpu
         yield node
+        yield GaugeMetricFamily(
+            "prexid_cluster_fused_score",
+            "Cluster-wide fault score, 0..1; 0.5 is the firing threshold",
+            value=float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0]),
+        )
+        yield CounterMetricFamily(
+            "prexid_alerts_rate_limited",
+            "Alert firings withheld because their entity exceeded its hourly cap",
+            value=p.rate_limit.withheld,
+        )
 
 
 class Telemetry:
@@ -65,6 +75,21 @@ class Telemetry:
             "Messages that could not be decoded, by reason",
             ["reason"],
             registry=registry,
+        )
+        # decoded + dead-lettered = consumed (prexid_messages_total), per stream
+        self.messages_decoded = Counter(
+            "prexid_messages_decoded",
+            "Messages decoded to at least one record",
+            ["stream"],
+            registry=registry,
+        )
+        self.log_lines_not_kernel = Counter(
+            "prexid_log_lines_not_kernel",
+            "Log lines whose envelope says they are not from the kernel (never searched for events)",
+            registry=registry,
+        )
+        self.kernel_events = Counter(
+            "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
         )
         self.alerts = Counter(
             "prexid_alerts", "Alert messages emitted", ["kind", "status"], registry=registry

@@ -1,16 +1,88 @@
-"""Decoders by name, so each topic's format is a setting (`PREXID_METRICS_FORMAT`, `PREXID_LOGS_FORMAT`)."""
+"""Decoders by name, so each topic's format is a setting (`PREXID_METRICS_FORMAT`, `PREXID_LOGS_FORMAT`,
+or per topic `PREXID_TOPIC_FORMATS`), and `auto`, which recognises each message's format by its shape.
+"""
 
 from __future__ import annotations
 
-from service.decode import prom_kafka_adapter, syslog
-from service.decode.types import LogDecoder, MetricDecoder
+import re
+from typing import Any
+
+from service.decode import dmesg, json_logs, otlp, prom_kafka_adapter, prom_text, rfc5424, syslog, telegraf
+from service.decode import vector_metric as vector
+from service.decode.common import load_json
+from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
 
 METRIC_DECODERS: dict[str, MetricDecoder] = {
     "prom_kafka_adapter": prom_kafka_adapter.decode,
+    "prom_text": prom_text.decode,
+    "vector": vector.decode,
+    "telegraf_json": telegraf.decode_json,
+    "influx": telegraf.decode_line_protocol,
+    "otlp_json": otlp.decode,
 }
 LOG_DECODERS: dict[str, LogDecoder] = {
-    "syslog": syslog.decode,
+    "syslog": syslog.decode,  # RFC3164 and RSYSLOG_ForwardFormat (rsyslog omkafka)
+    "rfc5424": rfc5424.decode,
+    "dmesg": dmesg.decode_dmesg,
+    "kmsg": dmesg.decode_kmsg,
+    "journald": json_logs.decode,  # journalctl -o json and Vector's journald source
+    "fluentbit": json_logs.decode,
+    "rsyslog_json": json_logs.decode,
 }
+
+_INFLUX = re.compile(r"^(?:[^\s\\{#]|\\.)+ (?:[^\s=\\]|\\.)+=")
+_KMSG = re.compile(rb"^\d+,\d+,\d+,[^;]*;")
+_DMESG = re.compile(rb"^(?:[a-z]+ *:[a-z]+ *: )?\[")
+_SYSLOG_3164 = re.compile(rb"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d |\d{4}-\d\d-\d\dT)")
+
+
+def decode_metrics_auto(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples:
+    """JSON formats are told apart by their keys, text ones by their first sample line."""
+    head = payload.lstrip()[:1]
+    if head == b"{":
+        return _metrics_json(load_json(payload), ref_ts, host)
+    text = payload.decode("utf-8", errors="replace")
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    if _INFLUX.match(first):
+        return telegraf.decode_line_protocol(payload, ref_ts, host)
+    return prom_text.decode(payload, ref_ts, host)
+
+
+def _metrics_json(doc: Any, ref_ts: float, host: str | None) -> Samples:
+    if not isinstance(doc, dict):
+        raise DecodeError("not_an_object", type(doc).__name__)
+    if "resourceMetrics" in doc:
+        return otlp.decode_doc(doc, ref_ts, host)
+    if "body" in doc:
+        return prom_text.decode_envelope(doc, ref_ts, host)
+    if "fields" in doc or "metrics" in doc:
+        return telegraf.decode_json_doc(doc, ref_ts, host)
+    if "labels" in doc and "value" in doc:
+        return prom_kafka_adapter.decode_doc(doc, ref_ts, host)
+    if "kind" in doc or "tags" in doc:
+        return vector.decode_doc(doc, ref_ts, host)
+    raise DecodeError("unknown_format", ",".join(sorted(map(str, doc))[:8]))
+
+
+def decode_logs_auto(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
+    head = payload.lstrip()
+    if head[:1] == b"{":
+        return json_logs.decode(payload, ref_ts, host)
+    if re.match(rb"^<\d{1,3}>1 ", head):
+        return rfc5424.decode(payload, ref_ts, host)
+    if _SYSLOG_3164.match(head):
+        return syslog.decode(payload, ref_ts, host)
+    if _KMSG.match(head):
+        return dmesg.decode_kmsg(payload, ref_ts, host)
+    if _DMESG.match(head):
+        return dmesg.decode_dmesg(payload, ref_ts, host)
+    if not head.strip():
+        raise DecodeError("empty", "no lines")
+    raise DecodeError("unknown_format", head[:80].decode("utf-8", errors="replace"))
+
+
+METRIC_DECODERS["auto"] = decode_metrics_auto
+LOG_DECODERS["auto"] = decode_logs_auto
 
 
 def metric_decoder(name: str) -> MetricDecoder:

@@ -1,7 +1,10 @@
-"""Raw RFC3164 syslog lines, as rsyslog/syslog-ng forward them: `Mmm dd hh:mm:ss host tag: message`.
+"""Syslog as rsyslog/syslog-ng forward it: RFC3164 and rsyslog's `RSYSLOG_ForwardFormat`.
 
-RFC3164 carries neither year nor zone: times are read as UTC, in the year that puts the line closest
-to `ref_ts` (the Kafka record time), so a December line read in January lands in the right year.
+RFC3164: `[<PRI>]Mmm dd hh:mm:ss host tag: message`. It carries neither year nor zone: times are read
+as UTC, in the year that puts the line closest to `ref_ts` (the Kafka record time), so a December line
+read in January lands in the right year. `RSYSLOG_ForwardFormat` (omkafka/omfwd) is the same shape with
+an RFC3339 time: `<PRI>2026-12-02T13:00:15.123456+00:00 host tag: message`.
+A line is a kernel line when its PRI says facility `kern` (0), or, without PRI, when its tag is `kernel`.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from service.decode.types import DecodeError, KernelLine
+from service.decode.common import parse_rfc3339
+from service.decode.types import DecodeError, KernelLine, utf8
 
 _LINE = re.compile(
-    r"^(?:<\d{1,3}>)?(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2}) "
-    r"(?P<host>\S+) (?P<rest>.*)$"
+    r"^(?:<(?P<pri>\d{1,3})>)?(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\S+)) (?P<host>\S+) (?P<rest>.*)$"
 )
 _MONTHS = {
     m: i
@@ -26,7 +30,7 @@ _MONTHS = {
 def _timestamp(mon: str, day: str, hms: str, ref_ts: float) -> float:
     if mon not in _MONTHS:
         raise DecodeError("bad_timestamp", mon)
-    ref_year = datetime.fromtimestamp(ref_ts, tz=UTC).year
+    ref_year = datetime.fromtimestamp(ref_ts, tz=UTC).year if 0 <= ref_ts < 7e9 else 2026
     h, m, s = (int(x) for x in hms.split(":"))
     best: float | None = None
     for year in (ref_year - 1, ref_year, ref_year + 1):
@@ -41,21 +45,24 @@ def _timestamp(mon: str, day: str, hms: str, ref_ts: float) -> float:
     return best
 
 
-def decode(payload: bytes, ref_ts: float) -> list[KernelLine]:
+def is_kernel(pri: str | None, rest: str) -> bool:
+    if pri is not None:
+        return int(pri) >> 3 == 0
+    return rest.startswith(("kernel:", "kernel["))
+
+
+def parse_line(raw: str, ref_ts: float) -> KernelLine:
+    m = _LINE.match(raw)
+    if m is None:
+        raise DecodeError("not_syslog", raw[:120])
+    iso = m["iso"]
+    ts = parse_rfc3339(iso) if iso else _timestamp(m["mon"], m["day"], m["time"], ref_ts)
+    return KernelLine(ts, m["host"], m["rest"], is_kernel(m["pri"], m["rest"]))
+
+
+def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
     """Every non-empty line of the message; a message may hold several lines."""
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError("not_utf8", str(exc)[:80]) from exc
-    out: list[KernelLine] = []
-    for raw in text.splitlines():
-        if not raw.strip():
-            continue
-        m = _LINE.match(raw)
-        if m is None:
-            raise DecodeError("not_rfc3164", raw[:120])
-        ts = _timestamp(m["mon"], m["day"], m["time"], ref_ts)
-        out.append(KernelLine(ts, m["host"], m["rest"]))
+    out = [parse_line(raw, ref_ts) for raw in utf8(payload).splitlines() if raw.strip()]
     if not out:
-        raise DecodeError("empty_message")
+        raise DecodeError("empty", "no lines")
     return out

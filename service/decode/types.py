@@ -1,13 +1,14 @@
-"""Shapes shared by all decoders."""
+"""Shapes shared by all decoders: columnar samples, kernel lines, the decoder signatures and their error."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 
 class RawSample(NamedTuple):
-    """One decoded metric sample, before the series registry interns it."""
+    """One decoded metric sample (row view of `Samples`, for tests and the `parse` tool)."""
 
     name: str
     labels: dict[str, str]
@@ -15,12 +16,52 @@ class RawSample(NamedTuple):
     value: float
 
 
+@dataclass(frozen=True, slots=True)
+class Samples:
+    """Decoded samples as parallel columns (plain lists: cheap to build and extend per message; the
+    pipeline turns them into numpy arrays once per batch). `labels` dicts may be shared between the
+    samples of one series, since decoders cache them: treat them as read-only.
+    """
+
+    names: list[str] = field(default_factory=list)
+    labels: list[dict[str, str]] = field(default_factory=list)
+    ts: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def rows(self) -> Iterator[RawSample]:
+        return map(RawSample, self.names, self.labels, self.ts, self.values)
+
+    def extend(self, other: Samples) -> None:
+        self.names.extend(other.names)
+        self.labels.extend(other.labels)
+        self.ts.extend(other.ts)
+        self.values.extend(other.values)
+
+    @staticmethod
+    def of(rows: Iterable[RawSample]) -> Samples:
+        out = Samples()
+        for r in rows:
+            out.names.append(r.name)
+            out.labels.append(r.labels)
+            out.ts.append(r.ts)
+            out.values.append(r.value)
+        return out
+
+
 class KernelLine(NamedTuple):
-    """One kernel log message with the host and event time its envelope carried."""
+    """One log message with the host and event time its envelope carried.
+
+    `kernel` is False when the envelope says the line did not come from the kernel (journald
+    `_TRANSPORT`, syslog facility/tag): such lines are decoded and counted but never yield events.
+    """
 
     ts: float
     host: str
     message: str
+    kernel: bool = True
 
 
 class DecodeError(Exception):
@@ -32,5 +73,25 @@ class DecodeError(Exception):
         self.detail = detail
 
 
-MetricDecoder = Callable[[bytes, float], list[RawSample]]
-LogDecoder = Callable[[bytes, float], list[KernelLine]]
+class MetricDecoder(Protocol):
+    """`host` is what the transport names (Kafka key or `host` header), used when the payload has none."""
+
+    def __call__(self, payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples: ...
+
+
+class LogDecoder(Protocol):
+    def __call__(self, payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]: ...
+
+
+def utf8(payload: bytes) -> str:
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError("not_utf8", str(exc)[:80]) from exc
+
+
+def finite_ts(ts: float, raw: object) -> float:
+    """Event times must be finite and plausible (year 1970..2200), else the message is bad."""
+    if not 0.0 <= ts < 7_258_118_400.0:
+        raise DecodeError("bad_timestamp", repr(raw)[:64])
+    return ts

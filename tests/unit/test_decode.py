@@ -18,11 +18,11 @@ def test_adapter_json_decodes_value_strings_including_nan_and_inf() -> None:
         b'{"timestamp":"2026-12-02T13:00:15Z","value":"%s","name":"DCGM_FI_DEV_GPU_TEMP",'
         b'"labels":{"__name__":"DCGM_FI_DEV_GPU_TEMP","gpu":"3","Hostname":"node-17"}}'
     )
-    [s] = prom_kafka_adapter.decode(msg % b"71.5", REF)
+    [s] = prom_kafka_adapter.decode(msg % b"71.5", REF).rows()
     assert (s.name, s.labels, s.value) == ("DCGM_FI_DEV_GPU_TEMP", {"gpu": "3", "Hostname": "node-17"}, 71.5)
     assert s.ts == 1_796_216_415.0
-    assert math.isnan(prom_kafka_adapter.decode(msg % b"NaN", REF)[0].value)
-    assert prom_kafka_adapter.decode(msg % b"+Inf", REF)[0].value == math.inf
+    assert math.isnan(prom_kafka_adapter.decode(msg % b"NaN", REF).values[0])
+    assert prom_kafka_adapter.decode(msg % b"+Inf", REF).values[0] == math.inf
 
 
 @pytest.mark.parametrize(
@@ -44,13 +44,13 @@ def test_adapter_json_rejects_bad_messages_with_a_reason(payload: bytes, reason:
 
 def test_rfc3164_year_is_taken_from_the_record_time_across_new_year() -> None:
     [line] = syslog.decode(b"Dec 31 23:59:50 node-1 kernel: hello", 1_798_761_610.0)  # 2027-01-01T00:00:10Z
-    assert line == KernelLine(1_798_761_590.0, "node-1", "kernel: hello")
+    assert line == KernelLine(1_798_761_590.0, "node-1", "kernel: hello", kernel=True)
 
 
-def test_syslog_rejects_a_line_that_is_not_rfc3164() -> None:
+def test_syslog_rejects_a_line_that_is_not_syslog() -> None:
     with pytest.raises(DecodeError) as err:
         syslog.decode(b"garbage without a date", REF)
-    assert err.value.reason == "not_rfc3164"
+    assert err.value.reason == "not_syslog"
 
 
 XID_LINES = [

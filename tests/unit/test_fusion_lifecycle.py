@@ -7,6 +7,7 @@ import numpy as np
 from detectors.bank import Evidence
 from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig
+from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 
 
@@ -82,3 +83,60 @@ def test_lifecycle_one_noisy_tick_never_fires() -> None:
 
 def test_score_is_one_half_at_the_firing_threshold() -> None:
     assert score01(np.array([0.0, 8.0, 1e9]), 8.0).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_a_flapping_entity_is_muted_after_its_cap_and_its_resolve_withheld_too() -> None:
+    limiter = RateLimiter(max_firings=2, window_s=3600.0)
+    decisions = [(limiter.allow_firing(7, t), limiter.allow_resolve(7)) for t in (0.0, 600.0, 1200.0)]
+    assert decisions == [(True, True), (True, True), (False, False)]
+    assert limiter.withheld == 1
+    assert limiter.allow_firing(7, 3601.0)  # the first firing left the window
+    assert limiter.allow_firing(8, 1200.0)  # other entities are unaffected
+
+
+def node_cluster(nodes: int = 4, gpus: int = 8) -> Fusion:
+    """Entities laid out as the registry does: each node entity followed by its GPUs."""
+    f = Fusion()
+    f.ensure(nodes * (gpus + 1))
+    for n in range(nodes):
+        base = n * (gpus + 1)
+        f.parent[base + 1 : base + gpus + 1] = base
+        f.present[base + 1 : base + gpus + 1, :] = True
+    return f
+
+
+def test_most_gpus_of_one_node_moving_together_is_that_nodes_fault_not_theirs() -> None:
+    f = node_cluster()
+    sick = [1, 2, 3, 4, 5]  # five of node 0's eight GPUs
+    f.ingest(*evidence(sick * 2, [Family.PCIE] * 5 + [Family.THERMAL] * 5, [1e-8] * 5 + [1e-6] * 5))
+    f.ingest(*evidence([11, 11], [Family.PCIE, Family.THERMAL], [1e-8, 1e-6]))  # one GPU of node 1
+    fused = f.evaluate(0.0)
+    assert fused[0] == 12.0  # node 0: pcie and thermal, credited from its GPUs
+    assert (fused[sick] == 0).all()
+    assert fused[11] == 12.0  # a lone GPU keeps its own evidence
+    assert fused[9] == 0.0
+
+
+def test_a_single_node_jobs_phase_is_cleared_from_its_gpus_and_not_credited_to_the_node() -> None:
+    f = node_cluster()
+    gpus = list(range(1, 9))
+    f.ingest(*evidence(gpus * 2, [Family.UTILIZATION] * 8 + [Family.POWER] * 8, [1e-12] * 16))
+    fused = f.evaluate(0.0)
+    assert fused.max() == 0.0
+
+
+def test_ecc_errors_stay_with_each_gpu_even_when_neighbours_have_them_too() -> None:
+    f = node_cluster()
+    gpus = [1, 2, 3, 4, 5]
+    f.ingest(*evidence(gpus * 2, [Family.MEMORY_ECC] * 5 + [Family.THERMAL] * 5, [1e-9] * 5 + [1e-6] * 5))
+    fused = f.evaluate(0.0)
+    assert (fused[gpus] == 6.0).all()  # ECC kept per GPU, thermal lifted to the node
+    assert fused[0] == 6.0
+
+
+def test_one_sick_gpu_of_a_two_gpu_node_stays_a_gpu_fault() -> None:
+    f = node_cluster(nodes=4, gpus=2)
+    f.ingest(*evidence([1, 1], [Family.PCIE, Family.THERMAL], [1e-8, 1e-6]))
+    fused = f.evaluate(0.0)
+    assert fused[1] == 12.0
+    assert fused[0] == 0.0

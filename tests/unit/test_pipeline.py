@@ -8,6 +8,7 @@ from prometheus_client import generate_latest
 
 from service.cli import build
 from service.demo_sim import DemoCluster, DemoFault, simulate
+from service.explain import node_evidence
 from service.http import create_app
 from service.models import Alert
 from service.processor import Message, Output, Processor
@@ -86,6 +87,12 @@ async def test_http_serves_health_readiness_metrics_and_alerts(
         fp = xids[0]["fingerprint"]
         assert (await client.get(f"/api/v1/alerts/{fp}")).json()["kind"] == "xid"
         assert (await client.get("/api/v1/alerts/nope")).status_code == 404
+        node = (await client.get("/api/v1/entities/node-03.cluster.local")).json()
+        assert [e["gpu"] for e in node] == [None, 0, 1, 2, 3, 4, 5, 6, 7]
+        gpu5 = (await client.get("/api/v1/entities/node-03/gpus/5")).json()
+        assert gpu5["alerts"][0]["xid_code"] == 79
+        assert (await client.get("/api/v1/entities/node-99")).status_code == 404
+        assert (await client.get("/api/v1/entities/node-03/gpus/9")).status_code == 404
 
 
 def test_bad_messages_become_dead_letters_with_their_origin() -> None:
@@ -131,3 +138,19 @@ def test_an_xid_read_before_its_metrics_waits_for_them_and_keeps_its_lead_time()
     ]
     firing = [(a.kind, a.lead_time_seconds is not None) for a in alerts if a.status == "firing"]
     assert firing == [("pre_xid", False), ("xid", True)]
+
+
+def test_entity_evidence_at_firing_names_the_families_and_series_that_voted() -> None:
+    state, processor = build(Settings())
+    for tick in simulate(DemoCluster()):
+        out = processor.process([Message(m, tick.ts) for m in tick.metrics], [], ())
+        if any(a.kind == "pre_xid" for a in out.alerts):
+            break
+    gpu5 = next(e for e in node_evidence(state.pipeline, "node-03") if e.gpu == 5)
+    assert gpu5.score >= 0.5
+    voting = {f.family: f for f in gpu5.families if f.votes and not f.common_mode}
+    assert voting["pcie"].metric == "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
+    assert voting["pcie"].labels["gpu"] == "5"
+    assert [a.kind for a in gpu5.alerts] == ["pre_xid"]
+    healthy = next(e for e in node_evidence(state.pipeline, "node-03") if e.gpu == 4)
+    assert healthy.score < 0.5

@@ -1,0 +1,147 @@
+"""Per-series tail calibration: a raw anomaly score becomes a tail probability under that series' history.
+
+Peaks over threshold: scores above a fixed threshold `u` are excesses, and their distribution is a
+generalised Pareto (GPD) whose scale and shape come from the decayed first two moments of the excesses
+(method of moments, so the fit is three array updates, not an optimiser). The shape is kept in
+[0, 0.45]: a heavier tail than exponential is learned (Student-t noise), a bounded one is never assumed
+(a spurious upper end point would turn the next large healthy score into p=0).
+
+p(s) = rate_u * (1 + xi * (s - u) / sigma) ** (-1 / xi) above u, and linear from 1 (s=0) to the prior
+rate (s=u) below it: only the tail matters to fusion (a family votes at p <= 0.01), so the body is not
+worth a memory access per sample. A weak prior (a Gaussian |z| tail by default) makes a new
+series usable at once; the series' own excesses take over within a few hundred samples.
+
+Each score is judged *before* it is learned, and excesses are learned by episode: consecutive scores
+above `u` are held aside and folded in when the episode ends, unless it lasted more than one sample and
+one of its scores had p below `learn_gate`. A lone spike, however large, is the series' own tail (so a
+heavy-tailed series learns how heavy it is); a fault, whose scores stay high for many samples in a row
+(a level shift, a CUSUM height, a residual), is judged against the tail as it was before the fault,
+however slowly it builds, and never calibrates itself away.
+
+Cost: forgetting is applied lazily (the excess sums are decayed by keep**(samples since they were last
+touched) when an episode is folded in, and the sample count has a closed form), so a score below `u`
+costs one gather and one scatter; the GPD is evaluated only for the few scores above `u`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Floats, Ids, SeriesState
+
+P_FLOOR = 1e-12
+_XI_MAX = 0.45
+
+
+class TailCalibrator:
+    """Decayed peaks-over-threshold GPD fit per series id."""
+
+    def __init__(
+        self,
+        threshold: float = 2.0,
+        prior_rate: float = 0.0455,
+        prior_mean_excess: float = 0.373,
+        prior_weight: float = 10.0,
+        window: float = 10_000.0,
+        learn_gate: float = 1e-4,
+    ) -> None:
+        self.threshold = threshold
+        self.learn_gate = learn_gate
+        self.keep = 1.0 - 1.0 / window
+        self.log2_keep = float(np.log2(self.keep))
+        self.prior_n = prior_weight / prior_rate
+        self.prior_rate = prior_rate
+        k0 = prior_weight
+        self.state = SeriesState(
+            {
+                "count": 0.0,  # samples learned (not decayed: decay is computed from it)
+                "k": k0,  # exceedance count, decayed as of sample `at`
+                "m1": k0 * prior_mean_excess,  # sum of excesses, ditto
+                "m2": k0 * 2.0 * prior_mean_excess**2,  # and of their squares (exponential prior)
+                "at": 0.0,
+                "ek": 0.0,  # the open episode: its count, sums and smallest p
+                "em1": 0.0,
+                "em2": 0.0,
+                "emin": 1.0,
+            }
+        )
+
+    def _rate(self, ids: Ids) -> Floats:
+        """Decayed exceedance rate of each series now."""
+        st = self.state
+        count = st["count"][ids]
+        decay_n = np.exp2(count * self.log2_keep)
+        n = self.prior_n * decay_n + (1.0 - decay_n) / (1.0 - self.keep)
+        k = st["k"][ids] * np.exp2((count - st["at"][ids]) * self.log2_keep)
+        return np.clip(k / n, 1e-9, 1.0)
+
+    def _gpd_tail(self, ids: Ids, excess: Floats) -> Floats:
+        """P(excess >= y | exceedance) under each series' GPD (moments need no decay: ratios)."""
+        st = self.state
+        k = st["k"][ids]
+        mean = st["m1"][ids] / k
+        var = np.maximum(st["m2"][ids] / k - mean**2, 1e-12)
+        xi = np.clip(0.5 * (1.0 - mean**2 / var), 0.0, _XI_MAX)
+        sigma = np.maximum(mean * (1.0 - xi), 1e-9)
+        safe_xi = np.maximum(xi, 1e-6)
+        log_tail = np.where(xi > 1e-6, -np.log1p(safe_xi * excess / sigma) / safe_xi, -excess / sigma)
+        return np.asarray(np.exp(log_tail))
+
+    def tail(self, ids: Ids, scores: Floats) -> Floats:
+        """P(score >= s) for each series under its fitted tail; 1 where the score is not finite."""
+        u = self.threshold
+        with np.errstate(invalid="ignore"):
+            p = 1.0 - (1.0 - self.prior_rate) * np.clip(scores, 0.0, u) / u
+            high = np.flatnonzero(scores > u)
+        if len(high):
+            hi_ids = ids[high]
+            p[high] = self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u)
+        return np.where(np.isfinite(scores), np.clip(p, P_FLOOR, 1.0), 1.0)
+
+    def learn(self, ids: Ids, scores: Floats, p: Floats) -> None:
+        """Count each finite score (ids unique); excesses go through episodes (see the module doc)."""
+        st = self.state
+        ok = np.isfinite(scores)
+        st["count"][ids] += ok
+        with np.errstate(invalid="ignore"):
+            busy = np.flatnonzero(ok & ((scores > self.threshold) | (st["ek"][ids] > 0.0)))
+        if len(busy):
+            self._episodes(ids[busy], scores[busy], p[busy])
+
+    def _episodes(self, ids: Ids, scores: Floats, p: Floats) -> None:
+        """Grow open episodes; fold the ended ones (that never looked like a fault) into the tail."""
+        st = self.state
+        above = scores > self.threshold
+        excess = np.where(above, scores - self.threshold, 0.0)
+        ek, em1, em2 = st["ek"][ids] + above, st["em1"][ids] + excess, st["em2"][ids] + excess**2
+        emin = np.where(above, np.minimum(st["emin"][ids], p), st["emin"][ids])
+        st["ek"][ids] = np.where(above, ek, 0.0)
+        st["em1"][ids] = np.where(above, em1, 0.0)
+        st["em2"][ids] = np.where(above, em2, 0.0)
+        st["emin"][ids] = np.where(above, emin, 1.0)
+        commit = ~above & ((emin >= self.learn_gate) | (ek <= 1.0))  # lone spikes are the series' tail
+        if commit.any():
+            c = ids[commit]
+            decay = np.exp2((st["count"][c] - st["at"][c]) * self.log2_keep)
+            st["k"][c] = st["k"][c] * decay + ek[commit]
+            st["m1"][c] = st["m1"][c] * decay + em1[commit]
+            st["m2"][c] = st["m2"][c] * decay + em2[commit]
+            st["at"][c] = st["count"][c]
+
+    def score(self, ids: Ids, scores: Floats) -> Floats:
+        """Judge the scores (NaN: no judgement, p=1), then learn them."""
+        p = self.tail(ids, scores)
+        self.learn(ids, scores, p)
+        return p
+
+    def ensure(self, max_id: int) -> None:
+        self.state.ensure(max_id)
+
+    def bytes_per_series(self) -> int:
+        return self.state.nbytes_per_series()
+
+    def snapshot(self) -> bytes:
+        return self.state.to_bytes()
+
+    def restore(self, data: bytes) -> None:
+        self.state.load_bytes(data)

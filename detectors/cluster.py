@@ -1,0 +1,39 @@
+"""Cluster-level evidence: a fault family moving on many entities at once is one cluster event.
+
+The fusion layer already clears common-mode families from every entity's sum (no node pages for a
+shared cause). Here the same common-mode state becomes evidence for one `cluster` alert — but only for
+families whose cluster-wide movement means a fault (shared storage, the fabric, cooling, telemetry
+itself), not those that move with the workload (utilisation, power, host load at checkpoints).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.fusion import Fusion
+from detectors.signals import SHARED_CAUSE_FAMILIES, Family
+
+CLUSTER_FAULT_FAMILIES = SHARED_CAUSE_FAMILIES
+
+
+def cluster_fused(fusion: Fusion, fire: float, families: frozenset[Family] = CLUSTER_FAULT_FAMILIES) -> float:
+    """Fused cluster score: `fire` when a fault family is common-mode and rising (hotter, more backlog,
+    more errors) on exactly the threshold share of entities, growing with that share; 0 otherwise.
+    A cluster cooling down or going quiet at once is a job stopping, not a fault."""
+    involved = _involved(fusion, families)
+    if not involved.any():
+        return 0.0
+    return float(fire * fusion.rising_share[involved].max() / fusion.config.common_mode_frac)
+
+
+def _involved(fusion: Fusion, families: frozenset[Family]) -> NDArray[np.bool_]:
+    eligible = np.zeros(len(fusion.common), dtype=bool)
+    eligible[[int(f) for f in families]] = True
+    return fusion.common & eligible & (fusion.rising_share >= fusion.config.common_mode_frac)
+
+
+def cluster_families(fusion: Fusion, families: frozenset[Family] = CLUSTER_FAULT_FAMILIES) -> list[Family]:
+    """The fault families common-mode at the last evaluation, most widespread first."""
+    found = [Family(int(f)) for f in np.flatnonzero(_involved(fusion, families))]
+    return sorted(found, key=lambda f: -fusion.rising_share[f])

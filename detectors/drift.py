@@ -1,0 +1,150 @@
+"""Slow creep: a two-sided CUSUM of each series against a slow reference level.
+
+The level detector's baseline follows a creep (that is what a 30-minute half-life does), so a
+temperature rising 1 °C an hour, SBE growth or a clock sagging over hours never looks like a jump.
+CUSUM accumulates small, persistent deviations from a reference that moves ~12x slower instead.
+
+Noise is measured from first differences (EWMA of |Δx|), which a creep barely changes; deviations are
+winsorised at `clip_sigmas` before they are summed, and a sample more than `jump_sigmas` away is a
+jump (a checkpoint dip, a job restart to idle), the level detector's business: it leaves the sums and
+the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is
+calibrated against the series' own history. A level that has held for `max_run_s` (a job phase
+change, a new steady temperature, a jump that stayed) becomes the new reference: the sums restart
+there, so one change is evidence for an hour, not until the slow reference has caught up.
+
+>>> import numpy as np
+>>> det = DriftCusum()
+>>> ids, rng = np.zeros(1, dtype=np.int64), np.random.default_rng(0)
+>>> ps = [det.update(ids, np.array([15.0 * t]), 60 + rng.normal(0, 0.5, 1) + max(0, t - 500) * 0.01)
+...       for t in range(1000)]
+>>> float(min(ps[:500])[0]) > 1e-4, float(min(ps[500:])[0]) < 1e-6
+(True, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.calibration import TailCalibrator
+
+Mask = NDArray[np.bool_]
+_DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
+
+
+class DriftCusum:
+    """Two-sided CUSUM height of each series against its slow reference, as a tail probability."""
+
+    name = "drift_cusum"
+
+    def __init__(
+        self,
+        ref_half_life_s: float = 6 * 3600.0,
+        noise_half_life_s: float = 3600.0,
+        slack: float = 0.5,
+        clip_sigmas: float = 3.0,
+        jump_sigmas: float = 8.0,
+        warmup: int = 60,
+        max_run_s: float = 3600.0,
+        rel_floor: float = 0.002,
+        abs_floor: float = 1e-6,
+    ) -> None:
+        self.ref_half_life_s = ref_half_life_s
+        self.noise_half_life_s = noise_half_life_s
+        self.slack = slack
+        self.clip_sigmas = clip_sigmas
+        self.jump_sigmas = jump_sigmas
+        self.warmup = warmup
+        self.max_run_s = max_run_s
+        self.rel_floor = rel_floor
+        self.abs_floor = abs_floor
+        self.state = SeriesState(
+            {
+                "ref": np.nan,
+                "absdiff": 0.0,
+                "prev": np.nan,
+                "hi": 0.0,
+                "lo": 0.0,
+                "n": 0.0,
+                "last_ts": -np.inf,
+                "since": np.nan,
+            }
+        )
+        self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        p = np.ones(len(ids), dtype=np.float64)
+        if len(ids) == 0:
+            return p
+        self.state.ensure(int(ids.max()))
+        self.calibrator.ensure(int(ids.max()))
+        for idx in unique_rounds(ids, ts):
+            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
+        return p
+
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        st = self.state
+        ref, absdiff, prev, n, last = (st[k][ids] for k in ("ref", "absdiff", "prev", "n", "last_ts"))
+        ok = np.isfinite(x) & (ts > last)
+        first = ok & (n == 0)
+        dt = np.where(np.isfinite(last), ts - last, 0.0)
+        sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * np.abs(ref), self.abs_floor))
+        with np.errstate(invalid="ignore"):
+            z_raw = (x - ref) / sigma
+        z = np.clip(z_raw, -self.clip_sigmas, self.clip_sigmas)
+        hi = np.maximum(0.0, st["hi"][ids] + z - self.slack)
+        lo = np.maximum(0.0, st["lo"][ids] - z - self.slack)
+        jump = ok & (n >= self.warmup) & (np.abs(z_raw) > self.jump_sigmas)
+        judged = ok & (n >= self.warmup) & ~jump
+        height = np.where(judged, np.maximum(hi, lo), np.nan)
+        p = self.calibrator.score(ids, height)
+
+        count_alpha = 1.0 / (n + 1.0)
+        a_ref = np.maximum(1.0 - np.exp2(-dt / self.ref_half_life_s), count_alpha)
+        a_noise = np.maximum(1.0 - np.exp2(-dt / self.noise_half_life_s), count_alpha)
+        with np.errstate(invalid="ignore"):  # ±Inf samples are not learned, below
+            step = np.abs(x - prev)
+        warm = n < self.warmup  # noise is learned unclipped until then, so a first dip cannot pin it near 0
+        step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
+        new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
+        upd = ok & ~first & ~jump
+        st.put(ids, first | upd, ref=np.where(first, x, ref + a_ref * z * sigma))
+        st.put(ids, judged, hi=hi, lo=lo)
+        st.put(ids, upd, absdiff=new_absdiff)
+        off = jump | (judged & (height > self.calibrator.threshold))
+        self._restart_long_runs(ids, ts, x, ok & (n >= self.warmup), off)
+        st.put(ids, ok, prev=x, n=n + 1.0, last_ts=ts)
+        return p
+
+    def _restart_long_runs(self, ids: Ids, ts: Floats, x: Floats, seen: Mask, off: Mask) -> None:
+        """Re-baseline series that have been off their reference (high CUSUM or jumped) for `max_run_s`."""
+        st = self.state
+        since = st["since"][ids]
+        busy = np.flatnonzero(off | ~np.isnan(since))  # only series in or leaving a run: a few, usually
+        if len(busy) == 0:
+            return
+        ids, ts, x, seen, off, since = ids[busy], ts[busy], x[busy], seen[busy], off[busy], since[busy]
+        since = np.where(off, np.where(np.isnan(since), ts, since), np.where(seen, np.nan, since))
+        restart = off & (ts - since >= self.max_run_s)
+        st["since"][ids] = np.where(restart, np.nan, since)
+        if restart.any():
+            gone = ids[restart]
+            st["ref"][gone], st["hi"][gone], st["lo"][gone] = x[restart], 0.0, 0.0
+
+    def baseline(self, ids: Ids) -> Floats:
+        out = np.full(len(ids), np.nan)
+        known = ids < self.state.capacity
+        out[known] = self.state["ref"][ids[known]]
+        return out
+
+    def bytes_per_series(self) -> int:
+        return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
+
+    def snapshot(self) -> bytes:
+        return pack_blobs(self.state.to_bytes(), self.calibrator.snapshot())
+
+    def restore(self, data: bytes) -> None:
+        own, calibration = unpack_blobs(data)
+        self.state.load_bytes(own)
+        self.calibrator.restore(calibration)

@@ -1,0 +1,100 @@
+"""Stuck values: a series that normally moves reports the exact same value scrape after scrape.
+
+A frozen sensor, a hung DCGM field or an exporter serving a cached page all look like this. Each series
+learns how often it repeats its previous value (a decayed Beta estimate q); a run of r repeats has
+probability q**r if repeats were independent, which is the evidence. A series that is flat by nature
+(link width, a pinned clock) learns q close to 1 and never scores, and a series is only judged once
+it has moved for `warmup` samples before its current run; the repeats of a run are learned as
+they happen, so a series that stays stuck for hours slowly becomes "flat by nature" too. Exact zeros
+never count as repeats: an idle GPU's utilisation or an unused link's traffic rests at 0 by nature.
+
+>>> import numpy as np
+>>> det = Flatline()
+>>> ids = np.zeros(1, dtype=np.int64)
+>>> x = np.r_[np.linspace(60.0, 70.0, 100), np.full(10, 70.0)]
+>>> ps = [det.update(ids, np.array([15.0 * t]), x[t : t + 1])[0] for t in range(110)]
+>>> bool(min(ps[:100]) == 1.0), bool(ps[-1] < 1e-6)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Floats, Ids, SeriesState, unique_rounds
+
+P_FLOOR = 1e-12
+
+
+class Flatline:
+    """Probability of the current run of identical values under the series' own repeat rate."""
+
+    name = "flatline"
+
+    def __init__(
+        self,
+        min_repeats: int = 3,
+        warmup: int = 30,
+        window: float = 2000.0,
+        prior_repeats: float = 0.5,
+        prior_samples: float = 10.0,
+    ) -> None:
+        self.min_repeats = min_repeats
+        self.warmup = warmup
+        self.keep = 1.0 - 1.0 / window
+        self.state = SeriesState(
+            {
+                "prev": np.nan,
+                "run": 0.0,
+                "hits": prior_repeats,
+                "seen": prior_samples,
+                "n": 0.0,
+                "last_ts": -np.inf,
+            }
+        )
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        p = np.ones(len(ids), dtype=np.float64)
+        if len(ids) == 0:
+            return p
+        self.state.ensure(int(ids.max()))
+        for idx in unique_rounds(ids, ts):
+            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
+        return p
+
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        st = self.state
+        prev, run, hits, seen, n = (st[k][ids] for k in ("prev", "run", "hits", "seen", "n"))
+        ok = np.isfinite(x) & (ts > st["last_ts"][ids])
+        same = (
+            ok & (x == prev) & (x != 0.0)
+        )  # zero is a resting value (idle GPU, no traffic), not a stuck one
+        run = np.where(same, run + 1.0, np.where(ok, 0.0, run))
+        q = hits / seen
+        judged = ok & (n - run >= self.warmup) & (run >= self.min_repeats)  # it moved before this run
+        p = np.where(judged, np.maximum(q**run, P_FLOOR), 1.0)
+
+        seen_step = ok & np.isfinite(prev)
+        st["hits"][ids] = np.where(seen_step, self.keep * hits + same, hits)
+        st["seen"][ids] = np.where(seen_step, self.keep * seen + 1.0, seen)
+        st["run"][ids] = run
+        st["prev"][ids] = np.where(ok, x, prev)
+        st["n"][ids] = np.where(ok, n + 1.0, n)
+        st["last_ts"][ids] = np.where(ok, ts, st["last_ts"][ids])
+        return p
+
+    def baseline(self, ids: Ids) -> Floats:
+        """A stuck series' explanation is the value it is stuck at."""
+        out = np.full(len(ids), np.nan)
+        known = ids < self.state.capacity
+        out[known] = self.state["prev"][ids[known]]
+        return out
+
+    def bytes_per_series(self) -> int:
+        return self.state.nbytes_per_series()
+
+    def snapshot(self) -> bytes:
+        return self.state.to_bytes()
+
+    def restore(self, data: bytes) -> None:
+        self.state.load_bytes(data)

@@ -1,0 +1,180 @@
+"""Peer deviation: each series against its peers at the same instant (cross-sectional robust residual).
+
+Data-parallel training makes peers alike: the 8 GPUs of a node run the same kernels, and the nodes of
+a job the same steps. A straggler or a fail-slow GPU can look normal against its own history (the job
+changed phase) yet stand out against its peers. So each sample becomes a residual against the median of
+its group's latest values, relative to the group's level (r = (x - median) / max(|median|, robust sd)),
+and that residual is judged by a `RobustDeviation` of its own: a GPU that always runs 3 °C hotter than
+its neighbours is normal, one that starts running 5 °C hotter is not. A checkpoint or a job restart
+moves every peer at once, which the residual does not see.
+
+Groups: a GPU series is grouped with the same metric (same non-identity labels) on the other GPUs of
+its node; a node series with the same metric on all other nodes. `PeerGroups` assigns these ids when a
+series is registered; the hot path only sees integer group ids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.robust import RobustDeviation
+
+HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "nodename"})
+GPU_IDENTITY_LABELS = HOST_LABELS | {
+    "gpu", "UUID", "uuid", "pci_bus_id", "device", "minor_number", "pod", "container", "namespace"
+}  # fmt: skip
+_MAD_TO_SIGMA = 1.4826
+_PADDED_MAX = 64  # groups up to this size take the padded-grid median
+
+
+class PeerGroups:
+    """Interns peer-group keys and node names to dense ids (at series registration, not per sample)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[object, ...], int] = {}
+        self._nodes: dict[str, int] = {}
+
+    def group_of(self, name: str, labels: dict[str, str], node: str, gpu: int | None) -> int:
+        drop = GPU_IDENTITY_LABELS if gpu is not None else HOST_LABELS
+        rest = tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
+        key: tuple[object, ...] = ("gpu", node, name, rest) if gpu is not None else ("node", name, rest)
+        return self._groups.setdefault(key, len(self._groups))
+
+    def node_of(self, node: str) -> int:
+        return self._nodes.setdefault(node, len(self._nodes))
+
+
+class PeerDeviation:
+    """Residual of each sample against its group's median now, judged against the series' own residuals."""
+
+    name = "peer_deviation"
+
+    def __init__(self, min_peers: int = 4, fresh_s: float = 45.0) -> None:
+        self.min_peers = min_peers
+        self.fresh_s = fresh_s
+        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "group": -1.0})
+        self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3)
+        self._order: Ids = np.zeros(0, dtype=np.int64)  # series ids sorted by group
+        self._starts: Ids = np.zeros(1, dtype=np.int64)  # CSR offsets of each group in _order
+        self._group: Ids = np.zeros(0, dtype=np.int64)  # the "group" field as integers, for the hot path
+        self._dirty = True
+
+    def set_groups(self, ids: Ids, groups: Ids) -> None:
+        """Declare each series' peer group (-1: no peers, never scored)."""
+        if len(ids):
+            self.state.ensure(int(ids.max()))
+            self.state["group"][ids] = groups
+            self._dirty = True
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        p = np.ones(len(ids), dtype=np.float64)
+        if len(ids) == 0:
+            return p
+        self.state.ensure(int(ids.max()))
+        if self._dirty or len(self._group) < self.state.capacity:
+            self._index_groups()
+        for idx in unique_rounds(ids, ts):
+            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
+        return p
+
+    def _index_groups(self) -> None:
+        groups = self._group = self.state["group"].astype(np.int64)
+        members = np.flatnonzero(groups >= 0)
+        self._order = members[np.argsort(groups[members], kind="stable")]
+        n_groups = int(groups.max()) + 1 if len(members) else 0
+        self._starts = np.searchsorted(groups[self._order], np.arange(n_groups + 1)).astype(np.int64)
+        self._dirty = False
+
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        st = self.state
+        ok = np.isfinite(x) & np.isfinite(ts) & (ts >= st["last_ts"][ids])
+        st.put(ids, ok, last=x, last_ts=ts)
+        group = self._group[ids]
+        scored = ok & (group >= 0)
+        if not scored.any():
+            return np.ones(len(ids))
+        touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
+        median, spread, count = self._group_stats(touched, float(ts[scored].max()))
+        position = np.zeros(len(self._starts), dtype=np.int64)  # group id -> its row in `touched`
+        position[touched] = np.arange(len(touched))
+        slot = position[np.maximum(group, 0)]
+        scored &= count[slot] >= self.min_peers
+        med = median[slot]
+        scale = np.maximum(np.maximum(np.abs(med), spread[slot]), 1e-9)
+        p = np.ones(len(ids))
+        if scored.any():
+            resid = (x[scored] - med[scored]) / scale[scored]
+            p[scored] = self.residuals.update(ids[scored], ts[scored], resid)
+        return p
+
+    def _group_stats(self, touched: Ids, now: float) -> tuple[Floats, Floats, NDArray[np.int64]]:
+        """Median, robust sigma (IQR or MAD based) and count of each touched group's fresh latest values."""
+        starts, ends = self._starts[touched], self._starts[touched + 1]
+        sizes = ends - starts
+        slot = np.repeat(np.arange(len(touched)), sizes)
+        offset = np.arange(len(slot)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        members = self._order[np.repeat(starts, sizes) + offset]
+        values = self.state["last"][members]
+        fresh = np.isfinite(values) & (self.state["last_ts"][members] >= now - self.fresh_s)
+        values = np.where(fresh, values, np.nan)
+        width = int(sizes.max())
+        if width <= _PADDED_MAX:  # GPUs of a node: one padded row per group, sorted along the row
+            grid = np.full((len(touched), width), np.nan)
+            grid[slot, offset] = values
+            return _row_stats(grid)
+        median = _segment_median(slot, values, len(touched))
+        mad = _segment_median(slot, np.abs(values - median[slot]), len(touched))
+        return median, _MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
+
+    def baseline(self, ids: Ids) -> Floats:
+        """The series' usual residual against its peers (a fraction of the peer median)."""
+        return self.residuals.baseline(ids)
+
+    def bytes_per_series(self) -> int:
+        return self.state.nbytes_per_series() + self.residuals.bytes_per_series()
+
+    def snapshot(self) -> bytes:
+        return pack_blobs(self.state.to_bytes(), self.residuals.snapshot())
+
+    def restore(self, data: bytes) -> None:
+        own, residuals = unpack_blobs(data)
+        self.state.load_bytes(own)
+        self.residuals.restore(residuals)
+        self._dirty = True
+
+
+def _row_stats(grid: NDArray[np.float64]) -> tuple[Floats, Floats, NDArray[np.int64]]:
+    """Median, IQR/1.349 and count of the non-NaN values of each row, from one sort along the rows."""
+    ordered = np.sort(grid, axis=1)  # NaN sorts last
+    count = np.isfinite(grid).sum(axis=1)
+    rows, last = np.arange(len(grid)), np.maximum(count - 1, 0)
+
+    def at(q: float) -> Floats:
+        pos = last * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, last)
+        frac = pos - lo
+        return np.asarray((1.0 - frac) * ordered[rows, lo] + frac * ordered[rows, hi])
+
+    empty = count == 0
+    median = np.where(empty, np.nan, at(0.5))
+    spread = np.where(empty, np.nan, (at(0.75) - at(0.25)) / 1.349)
+    return median, spread, count
+
+
+def _segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
+    """Median of the non-NaN `values` within each segment 0..n-1 (NaN for empty ones), one sort for all."""
+    keep = np.isfinite(values)
+    slot, values = slot[keep], values[keep]
+    order = np.lexsort((values, slot))
+    sorted_vals = values[order]
+    counts = np.bincount(slot, minlength=n)
+    starts = np.cumsum(counts) - counts
+    lo = starts + np.maximum(counts - 1, 0) // 2
+    hi = starts + counts // 2
+    out = np.full(n, np.nan)
+    has = counts > 0
+    out[has] = 0.5 * (sorted_vals[lo[has]] + sorted_vals[hi[has]])
+    return out

@@ -1,0 +1,166 @@
+// prexid live dashboard: polls the JSON API, draws the heatmap, the alerts and a drill-down.
+// Plain DOM and SVG; no framework, no build step, nothing fetched from outside this service.
+"use strict";
+
+const REFRESH_MS = 2000;
+const SVG_NS = "http://www.w3.org/2000/svg";
+let selected = null; // {node, gpu} (gpu null for the node's own signals)
+
+function scoreColor(score) {
+  if (score === null) return "#2a2f37";
+  const hue = score >= 0.5 ? 0 : 120 - 160 * score; // green at 0, amber near 0.5, red when firing
+  return `hsl(${hue}, 70%, ${score >= 0.5 ? 55 : 45}%)`;
+}
+
+function el(tag, attrs = {}, text = "") {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
+async function getJSON(url) {
+  const res = await fetch(url, { cache: "no-store" });
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+  return res.json();
+}
+
+function cell(node, gpu, score, threshold) {
+  const td = el("td", { class: "cell", "data-node": node, "data-gpu": gpu === null ? "node" : String(gpu) });
+  td.dataset.score = score === null ? "" : String(score);
+  td.style.background = scoreColor(score);
+  td.textContent = score === null ? "–" : score.toFixed(2);
+  td.title = `${node} ${gpu === null ? "(node)" : "GPU " + gpu}: ${score === null ? "no score yet" : score}`;
+  if (score !== null && score >= threshold) td.classList.add("firing");
+  if (selected && selected.node === node && selected.gpu === gpu) td.classList.add("selected");
+  td.addEventListener("click", () => select(node, gpu));
+  return td;
+}
+
+function renderHeatmap(scores) {
+  const table = document.getElementById("heatmap");
+  const maxGpu = Math.max(-1, ...scores.nodes.flatMap((n) => n.gpus.map((g) => g.gpu)));
+  const head = el("tr");
+  head.append(el("th"), el("th", {}, "node"));
+  for (let g = 0; g <= maxGpu; g++) head.append(el("th", {}, `GPU ${g}`));
+  const rows = [head];
+  for (const n of scores.nodes) {
+    const tr = el("tr");
+    tr.append(el("th", { scope: "row" }, n.node), cell(n.node, null, n.score, scores.threshold));
+    const byGpu = new Map(n.gpus.map((g) => [g.gpu, g.score]));
+    for (let g = 0; g <= maxGpu; g++) {
+      tr.append(byGpu.has(g) ? cell(n.node, g, byGpu.get(g), scores.threshold) : el("td", { class: "cell empty" }));
+    }
+    rows.push(tr);
+  }
+  table.replaceChildren(...rows);
+  document.getElementById("cluster").textContent = `cluster ${scores.cluster}`;
+  document.getElementById("tick").textContent = scores.tick ? `event time ${scores.tick}` : "no tick yet";
+}
+
+function renderAlerts(alerts) {
+  document.getElementById("alert-count").textContent = String(alerts.length);
+  const items = alerts.map((a) => {
+    const li = el("li", { class: a.severity, "data-fingerprint": a.fingerprint, "data-kind": a.kind });
+    li.append(el("span", { class: "kind" }, a.kind), document.createTextNode(a.summary + " "));
+    const link = el("a", { href: a.runbook_url, target: "_blank", rel: "noopener" }, "runbook");
+    li.append(link, el("div", { class: "muted" }, `since ${a.starts_at} · score ${a.score.toFixed(2)}`));
+    li.addEventListener("click", (ev) => { if (ev.target !== link) select(a.node, a.gpu); });
+    return li;
+  });
+  document.getElementById("alerts").replaceChildren(...items);
+}
+
+function polyline(svg, values, width, height, yMax, cls) {
+  const pts = values
+    .map((v, i) => (v === null ? null : `${(i / Math.max(1, values.length - 1)) * width},${height - (Math.min(v, yMax) / yMax) * height}`))
+    .filter((p) => p !== null);
+  const line = document.createElementNS(SVG_NS, "polyline");
+  line.setAttribute("class", cls);
+  line.setAttribute("points", pts.join(" "));
+  svg.append(line);
+}
+
+function renderDetail(hist) {
+  const what = hist.gpu === null ? `node ${hist.node} (host signals)` : `GPU ${hist.gpu} on ${hist.node}`;
+  document.getElementById("detail-title").textContent = `Drill-down: ${what}`;
+  const span = hist.ticks.length ? `${hist.ticks[0]} → ${hist.ticks[hist.ticks.length - 1]}` : "no ticks yet";
+  document.getElementById("detail-summary").textContent = `${hist.ticks.length} ticks, ${span}`;
+  const svg = document.getElementById("detail-score");
+  svg.replaceChildren();
+  const threshold = document.createElementNS(SVG_NS, "line");
+  for (const [k, v] of Object.entries({ x1: 0, x2: 600, y1: 80, y2: 80, class: "threshold" })) threshold.setAttribute(k, v);
+  svg.append(threshold);
+  polyline(svg, hist.scores, 600, 160, 1, "line");
+  const fams = hist.families.map((f) => {
+    const box = el("div", { class: "family", "data-family": f.family });
+    const peak = Math.max(1, ...f.surprise.filter((v) => v !== null));
+    box.append(el("div", {}, `${f.family} (peak surprise ${peak.toFixed(1)})`));
+    const spark = document.createElementNS(SVG_NS, "svg");
+    spark.setAttribute("viewBox", "0 0 280 60");
+    spark.setAttribute("preserveAspectRatio", "none");
+    polyline(spark, f.surprise, 280, 60, peak, "line");
+    box.append(spark);
+    return box;
+  });
+  if (!fams.length) fams.push(el("p", { class: "muted" }, "no signal family has voted in this window"));
+  document.getElementById("detail-families").replaceChildren(...fams);
+  document.getElementById("detail").hidden = false;
+}
+
+function fmt(v) {
+  return v === null || v === undefined ? "–" : String(Math.round(v * 1000) / 1000);
+}
+
+function renderEvidence(ev) {
+  const rows = ev.families.map((f) => {
+    const tr = el("tr", { "data-family": f.family, class: f.common_mode ? "common-mode" : "" });
+    const labels = Object.entries(f.labels).map(([k, v]) => `${k}="${v}"`).join(", ");
+    for (const text of [f.family, fmt(f.surprise), f.votes ? "yes" : "no", f.metric ? `${f.metric}{${labels}}` : "–", fmt(f.value), fmt(f.baseline)]) {
+      tr.append(el("td", {}, text));
+    }
+    return tr;
+  });
+  if (!rows.length) rows.push(el("tr", {}, "no family holds evidence now"));
+  document.querySelector("#evidence tbody").replaceChildren(...rows);
+}
+
+async function refreshDetail() {
+  if (!selected) return;
+  const node = encodeURIComponent(selected.node);
+  const q = selected.gpu === null ? "" : `?gpu=${selected.gpu}`;
+  const evidenceUrl = selected.gpu === null ? `/api/v1/entities/${node}` : `/api/v1/entities/${node}/gpus/${selected.gpu}`;
+  const [hist, evidence] = await Promise.all([getJSON(`/api/v1/history/${node}${q}`), getJSON(evidenceUrl)]);
+  renderDetail(hist);
+  renderEvidence(Array.isArray(evidence) ? evidence.find((e) => e.gpu === null) || evidence[0] : evidence);
+}
+
+function select(node, gpu) {
+  selected = { node, gpu };
+  location.hash = gpu === null ? `node=${node}` : `node=${node}&gpu=${gpu}`;
+  refresh();
+}
+
+function selectionFromHash() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  if (!params.get("node")) return null;
+  return { node: params.get("node"), gpu: params.has("gpu") ? Number(params.get("gpu")) : null };
+}
+
+async function refresh() {
+  const status = document.getElementById("status");
+  try {
+    const [scores, alerts] = await Promise.all([getJSON("/api/v1/scores"), getJSON("/api/v1/alerts")]);
+    renderHeatmap(scores);
+    renderAlerts(alerts);
+    await refreshDetail();
+    status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    document.body.dataset.loaded = "true";
+  } catch (err) {
+    status.textContent = `error: ${err.message}`;
+  }
+}
+
+selected = selectionFromHash();
+refresh();
+setInterval(refresh, REFRESH_MS);

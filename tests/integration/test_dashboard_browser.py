@@ -1,0 +1,169 @@
+"""The live dashboard in real headless Chromium (Debian's), against a real `prexid demo` process.
+
+The page must load from the service alone (no CDN), draw one heatmap cell per node and GPU with the
+scores the JSON API reports, list the active alerts, and open a drill-down for the degrading GPU.
+A screenshot is written to artifacts/ for people to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def demo_server(log_path: Path, nodes: int = 4, gpus: int = 8) -> Iterator[str]:
+    """`prexid demo` on a free loopback port, run until its simulated timeline (with its Xid) is over."""
+    port = free_port()
+    env = {**os.environ, "PREXID_HTTP_HOST": "127.0.0.1"}
+    args = ["demo", "--port", str(port), "--speed", "3000", "--nodes", str(nodes), "--gpus", str(gpus)]
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", *args], env=env, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_xid(base, proc, log_path)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def wait_for_xid(base: str, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"prexid demo exited {proc.returncode}:\n{log_path.read_text()}")
+        try:
+            alerts = httpx.get(f"{base}/api/v1/alerts", timeout=2).json()
+        except httpx.TransportError:
+            alerts = []
+        if any(a["kind"] == "xid" for a in alerts):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the demo raised no Xid alert within {timeout_s}s:\n{log_path.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with demo_server(tmp_path_factory.mktemp("demo") / "prexid.log") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (listed in .ci/apt-packages.txt)")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        outside: list[str] = []
+        context.on("request", lambda r: outside.append(r.url) if "127.0.0.1" not in r.url else None)
+        yield context.new_page()
+        context.close()
+        assert outside == [], f"the dashboard fetched from outside the service: {outside}"
+
+
+def heatmap_cells(page: Page) -> dict[tuple[str, str], str]:
+    cells = page.eval_on_selector_all(
+        "#heatmap td.cell[data-node]",
+        "tds => tds.map(td => [td.dataset.node, td.dataset.gpu, td.dataset.score])",
+    )
+    return {(node, gpu): score for node, gpu, score in cells}
+
+
+def api_cells(base: str) -> dict[tuple[str, str], str]:
+    scores = httpx.get(f"{base}/api/v1/scores").json()
+    out: dict[tuple[str, str], str] = {}
+    for n in scores["nodes"]:
+        out[(n["node"], "node")] = "" if n["score"] is None else str(n["score"])
+        for g in n["gpus"]:
+            out[(n["node"], str(g["gpu"]))] = "" if g["score"] is None else str(g["score"])
+    return out
+
+
+def test_heatmap_cells_match_the_scores_api_and_the_degrading_gpu_is_marked_firing(
+    server: str, page: Page
+) -> None:
+    page.goto(server + "/")
+    page.wait_for_selector("body[data-loaded=true]", timeout=15_000)
+    cells = heatmap_cells(page)
+    assert len(cells) == 4 * (8 + 1)
+    assert {k: float(v) if v else None for k, v in cells.items()} == {
+        k: float(v) if v else None for k, v in api_cells(server).items()
+    }
+    firing = page.eval_on_selector_all(
+        "#heatmap td.cell.firing", "tds => tds.map(td => td.dataset.node + '/' + td.dataset.gpu)"
+    )
+    api_firing = [f"{n}/{g}" for (n, g), s in api_cells(server).items() if s and float(s) >= 0.5]
+    assert sorted(firing) == sorted(api_firing)
+
+
+def test_alert_list_shows_the_active_alerts_with_their_runbook_links(server: str, page: Page) -> None:
+    page.goto(server + "/")
+    page.wait_for_selector("body[data-loaded=true]", timeout=15_000)
+    api = httpx.get(f"{server}/api/v1/alerts").json()
+    shown = page.eval_on_selector_all(
+        "#alerts li", "lis => lis.map(li => [li.dataset.fingerprint, li.querySelector('a').href])"
+    )
+    assert [[a["fingerprint"], a["runbook_url"]] for a in api] == shown
+    assert page.text_content("#alert-count") == str(len(api))
+    assert {a["kind"] for a in api} >= {"xid"}
+
+
+def test_clicking_the_xid_alert_opens_the_gpu_drill_down_and_a_screenshot_is_written(
+    server: str, page: Page
+) -> None:
+    page.goto(server + "/")
+    page.wait_for_selector("body[data-loaded=true]", timeout=15_000)
+    page.click("#alerts li[data-kind=xid] .kind")
+    page.wait_for_selector("#detail:not([hidden]) .family", timeout=15_000)
+    assert page.text_content("#detail-title") == "Drill-down: GPU 5 on node-03"
+    families = page.eval_on_selector_all("#detail .family", "els => els.map(e => e.dataset.family)")
+    assert "pcie" in families
+    evidence = httpx.get(f"{server}/api/v1/entities/node-03/gpus/5").json()
+    shown = page.eval_on_selector_all(
+        "#evidence tbody tr[data-family]", "trs => trs.map(tr => tr.dataset.family)"
+    )
+    assert shown == [f["family"] for f in evidence["families"]]
+    points = page.get_attribute("#detail-score polyline", "points") or ""
+    assert len(points.split()) > 10
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000

@@ -1,0 +1,55 @@
+"""A storage stall on every node at once is one `cluster` alert, not a page per node."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from service.decode.types import RawSample
+from service.models import Alert
+from service.pipeline import Pipeline
+
+NODES = 16
+START = 1_796_205_600.0
+
+
+def scrape(t: int, rng: np.random.Generator, backlog: np.ndarray, stalled: set[int]) -> list[RawSample]:
+    """One 15 s scrape: NFS backlog and queue-time counters, and a GPU temperature, per node."""
+    ts = START + 15.0 * t
+    out: list[RawSample] = []
+    for n in range(NODES):
+        rate = 900.0 if n in stalled else 40.0
+        backlog[n] += rng.poisson(rate * 15.0)
+        labels = {"instance": f"node-{n:02d}:9100", "export": "nfs:/ckpt"}
+        out.append(
+            RawSample("node_mountstats_nfs_transport_backlog_queue_total", labels, ts, float(backlog[n]))
+        )
+        out.append(RawSample("node_load1", {"instance": f"node-{n:02d}:9100"}, ts, 20.0 + rng.normal()))
+        gpu_labels = {"Hostname": f"node-{n:02d}", "gpu": "0", "pci_bus_id": "00000000:18:00.0"}
+        out.append(RawSample("DCGM_FI_DEV_GPU_TEMP", gpu_labels, ts, 60.0 + rng.normal(0, 0.3)))
+    return out
+
+
+def run(stalled_at: range, stalled_nodes: set[int], ticks: int = 240) -> list[Alert]:
+    rng = np.random.default_rng(5)
+    backlog = np.zeros(NODES)
+    pipeline = Pipeline()
+    alerts: list[Alert] = []
+    for t in range(ticks):
+        alerts += pipeline.ingest_samples(
+            scrape(t, rng, backlog, stalled_nodes if t in stalled_at else set())
+        )
+    return alerts + pipeline.advance(drain=True)
+
+
+def test_a_cluster_wide_storage_stall_is_one_cluster_alert_and_no_node_pages() -> None:
+    alerts = run(range(120, 160), set(range(NODES)))
+    assert [(a.kind, a.status) for a in alerts] == [("cluster", "firing"), ("cluster", "resolved")]
+    firing = alerts[0]
+    assert firing.signals[0].family == "storage-io"
+    assert firing.signals[0].value == 1.0
+    assert firing.fingerprint == alerts[1].fingerprint
+
+
+def test_a_stall_on_one_node_is_not_a_cluster_event() -> None:
+    alerts = run(range(120, 160), {3})
+    assert [a for a in alerts if a.kind == "cluster"] == []

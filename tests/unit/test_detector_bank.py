@@ -1,0 +1,155 @@
+"""The bank as the pipeline uses it: routing, silence sweeps, peer groups, snapshots, memory budget."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import numpy as np
+import pytest
+
+from detectors.bank import DetectorBank
+from detectors.multivariate import RiverNodeAnomaly
+from detectors.registry import REGISTRY
+from detectors.signals import Family, Kind
+from service.decode.types import RawSample
+from service.pipeline import Pipeline, PipelineConfig
+from service.settings import Settings
+
+STEP = 15.0
+N = 32
+
+
+def gauge_bank(multivariate: bool = False) -> DetectorBank:
+    bank = DetectorBank(multivariate=multivariate)
+    ids = np.arange(N, dtype=np.int64)
+    bank.set_kinds(ids, np.full(N, Kind.GAUGE, dtype=np.uint8))
+    bank.set_groups(ids, ids // 8, ids // 8)
+    return bank
+
+
+def temps(steps: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return np.round(62.0 + rng.normal(0, 1, N) + rng.normal(0, 0.4, (steps, N)), 2)
+
+
+def run(bank: DetectorBank, x: np.ndarray, t0: int = 0) -> np.ndarray:
+    ids = np.arange(N, dtype=np.int64)
+    return np.array([bank.update(ids, np.full(N, (t0 + t) * STEP), row).p for t, row in enumerate(x)])
+
+
+def test_a_restored_bank_scores_and_sweeps_exactly_like_an_uninterrupted_one() -> None:
+    x = temps(300)
+    a, b = gauge_bank(), gauge_bank()
+    run(a, x[:200])
+    run(b, x[:200])
+    restored = DetectorBank()
+    restored.restore(b.snapshot())
+    np.testing.assert_array_equal(run(a, x[200:], 200), run(restored, x[200:], 200))
+    a_ids, a_p = a.sweep(320 * STEP)
+    r_ids, r_p = restored.sweep(320 * STEP)
+    np.testing.assert_array_equal(a_ids, r_ids)
+    np.testing.assert_array_equal(a_p, r_p)
+
+
+def test_a_snapshot_from_a_bank_with_other_detectors_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not match"):
+        DetectorBank().restore(gauge_bank(multivariate=True).snapshot())
+
+
+def test_a_gauge_sample_gets_the_smallest_detector_p_times_the_detector_count() -> None:
+    bank = gauge_bank()
+    x = temps(200)
+    x[150:, 5] = x[149, 5]  # stuck: only the flatline detector has a reason to speak
+    p = run(bank, x)
+    assert p[170, 5] < 1e-6
+    assert p[:140].min() > 1e-6  # four detectors, Bonferroni: healthy data is no more surprising
+
+
+def test_silent_series_are_swept_but_ignored_kinds_never_are() -> None:
+    bank = gauge_bank()
+    bank.set_kinds(np.array([N], dtype=np.int64), np.array([Kind.IGNORED], dtype=np.uint8))
+    for t in range(100):
+        ids = np.arange(N + 1, dtype=np.int64) if t < 60 else np.arange(8, N, dtype=np.int64)
+        bank.update(ids, np.full(len(ids), t * STEP), np.full(len(ids), 60.0 + t % 3))
+    ids, p = bank.sweep(100 * STEP)
+    assert ids.tolist() == list(range(8)) and p.max() < 1e-3
+
+
+def test_state_per_gauge_series_stays_within_one_kib() -> None:
+    bank = gauge_bank()
+    run(bank, temps(50))
+    assert bank.bytes_per_series(Kind.GAUGE) <= 1024
+    assert len(bank.snapshot()) < 1024 * 1024 + 1024 * N  # what a restart reads back
+
+
+def sample(node: int, gpu: int, t: int, value: float) -> RawSample:
+    labels = {"Hostname": f"node-{node}", "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
+    return RawSample("DCGM_FI_DEV_GPU_TEMP", labels, t * STEP, value)
+
+
+def test_the_pipeline_puts_silence_in_the_liveness_family_of_the_silent_gpu() -> None:
+    pipe = Pipeline()
+    rng = np.random.default_rng(1)
+    for t in range(120):
+        gpus = [(n, g) for n in range(2) for g in range(8) if t < 80 or (n, g) != (1, 3)]
+        pipe.ingest_samples([sample(n, g, t, 62.0 + rng.normal(0, 0.4)) for n, g in gpus])
+    silent = pipe.registry.entity_id("node-1", 3)
+    assert pipe.fusion.at_tick[silent, Family.LIVENESS] >= 2.0
+    others = np.delete(pipe.fusion.at_tick[:, Family.LIVENESS], silent)
+    assert (others == 0).all()
+
+
+def test_the_pipeline_gives_each_gpu_series_its_node_peers() -> None:
+    pipe = Pipeline()
+    pipe.ingest_samples([sample(n, g, 0, 60.0) for n in range(2) for g in range(8)])
+    groups = pipe.bank.peer.state["group"][:16].astype(int).tolist()
+    assert groups == [0] * 8 + [1] * 8
+
+
+def test_the_multivariate_voter_is_off_by_default_and_a_setting_turns_it_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Pipeline().bank.multivariate is None
+    monkeypatch.setenv("PREXID_DETECTION__MULTIVARIATE", "true")
+    config = Settings().detection.pipeline_config("c")
+    assert isinstance(Pipeline(config).bank.multivariate, RiverNodeAnomaly)
+    assert isinstance(Pipeline(PipelineConfig(multivariate=True)).bank.multivariate, RiverNodeAnomaly)
+
+
+WITH_EXAMPLES = sorted(
+    m
+    for m in {type(r.make()).__module__ for r in REGISTRY.values()}
+    if ">>>" in (importlib.import_module(m).__doc__ or "")
+)
+
+
+@pytest.mark.parametrize("module", WITH_EXAMPLES)
+def test_the_examples_in_each_detector_docstring_run(module: str) -> None:
+    failed, attempted = doctest.testmod(importlib.import_module(module))
+    assert attempted > 0 and failed == 0
+
+
+def cluster_scrape(t: int, rng: np.random.Generator, idle: bool) -> list[RawSample]:
+    """One scrape of 4 nodes x 8 GPUs: temperature, power and utilisation (idle: the job is down)."""
+    out = []
+    for n in range(4):
+        for g in range(8):
+            labels = {"Hostname": f"node-{n}", "gpu": str(g), "UUID": f"GPU-{n}-{g}"}
+            level = 0.35 if idle else 1.0
+            for name, mean, sd in (
+                ("DCGM_FI_DEV_GPU_TEMP", 62.0 if not idle else 38.0, 0.4),
+                ("DCGM_FI_DEV_POWER_USAGE", 650.0 * level, 8.0),
+                ("DCGM_FI_DEV_GPU_UTIL", 97.0 if not idle else 0.0, 0.0 if idle else 1.0),
+            ):
+                out.append(RawSample(name, labels, t * STEP, round(mean + rng.normal(0, sd) + g * 0.3, 2)))
+    return out
+
+
+def test_a_job_restart_across_the_cluster_pages_no_gpu_or_node() -> None:
+    pipe = Pipeline()
+    rng = np.random.default_rng(4)
+    alerts = []
+    for t in range(480):  # two hours; the job is down for 5 minutes after the first hour
+        alerts += pipe.ingest_samples(cluster_scrape(t, rng, idle=240 <= t < 260))
+    assert alerts == []  # cooling down everywhere at once is the job stopping, not a cooling fault

@@ -1,0 +1,78 @@
+"""Calibrated p-values are close to uniform in the tail on healthy data; a raw Gaussian z is not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import erfc
+
+from detectors.calibration import TailCalibrator
+from detectors.drift import DriftCusum
+from detectors.robust import RobustDeviation
+
+STEP = 15.0
+SERIES, STEPS, BURN_IN = 400, 4000, 1500
+
+
+def healthy_stream(shape: str, rng: np.random.Generator) -> np.ndarray:
+    """(time x series) healthy data: heavy-tailed noise, or a daily cycle plus heavy-tailed noise."""
+    noise = rng.standard_t(3, (STEPS, SERIES))
+    if shape == "student_t":
+        return 50.0 + noise
+    t = np.arange(STEPS)[:, None] * STEP
+    phase = rng.uniform(0, 2 * np.pi, SERIES)
+    return 50.0 + 3.0 * np.sin(2 * np.pi * t / 86400.0 + phase) + noise
+
+
+def tail_rate(p: np.ndarray, alpha: float) -> float:
+    return float((p < alpha).mean() / alpha)
+
+
+@pytest.mark.parametrize("shape", ["student_t", "seasonal"])
+def test_robust_p_values_are_uniform_in_the_tail_where_a_gaussian_z_is_not(shape: str) -> None:
+    rng = np.random.default_rng(0)
+    x = healthy_stream(shape, rng)
+    det = RobustDeviation()
+    ids = np.arange(SERIES, dtype=np.int64)
+    calibrated, gaussian = [], []
+    for t, row in enumerate(x):
+        base = det.baseline(ids)
+        p = det.update(ids, np.full(SERIES, t * STEP), row)
+        if t >= BURN_IN:
+            calibrated.append(p)
+            z = (row - base) / x[:BURN_IN].std(axis=0)  # what a Gaussian z against the same baseline says
+            gaussian.append(erfc(np.abs(z) / np.sqrt(2)))
+    cal, raw = np.concatenate(calibrated), np.concatenate(gaussian)
+    assert 1 / 3 < tail_rate(cal, 1e-3) < 3
+    assert 1 / 3 < tail_rate(cal, 1e-2) < 3
+    assert tail_rate(raw, 1e-3) > 3  # the heavy tail fools the Gaussian assumption
+
+
+def test_drift_cusum_heights_calibrate_on_heavy_tailed_noise() -> None:
+    rng = np.random.default_rng(1)
+    x = healthy_stream("student_t", rng)
+    det = DriftCusum()
+    ids = np.arange(SERIES, dtype=np.int64)
+    p = np.array([det.update(ids, np.full(SERIES, t * STEP), row) for t, row in enumerate(x)])
+    assert 1 / 3 < tail_rate(p[BURN_IN:], 1e-3) < 3
+
+
+def test_a_sustained_fault_does_not_calibrate_itself_away() -> None:
+    cal = TailCalibrator()
+    ids = np.arange(1, dtype=np.int64)
+    rng = np.random.default_rng(2)
+    for _ in range(2000):
+        cal.score(ids, np.abs(rng.normal(size=1)))
+    fault = [float(cal.score(ids, np.array([6.0 + k * 0.01]))[0]) for k in range(500)]
+    assert max(fault) < 1e-5  # 500 samples in a row, still judged against the healthy tail
+
+
+def test_a_series_learns_its_own_heavier_tail() -> None:
+    gaussian, heavy = TailCalibrator(), TailCalibrator()
+    ids = np.arange(1, dtype=np.int64)
+    rng = np.random.default_rng(3)
+    for _ in range(5000):
+        gaussian.score(ids, np.abs(rng.normal(size=1)))
+        heavy.score(ids, np.abs(rng.standard_t(2.5, size=1)))
+    probe = np.array([6.0])
+    assert heavy.tail(ids, probe)[0] > 100 * gaussian.tail(ids, probe)[0]
