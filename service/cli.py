@@ -82,6 +82,7 @@ def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
 BENCH_TARGETS = {
     "decode": "service.bench.decode:cmd_bench_decode",
     "detectors": "service.bench.detectors:cmd_bench_detectors",
+    "e2e": "service.bench.e2e:cmd_bench_e2e",
 }
 
 
@@ -126,6 +127,8 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
     bench.add_argument("target", choices=sorted(BENCH_TARGETS))
     bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    bench.add_argument("--bootstrap", help="e2e: an existing Kafka broker (default: start one)")
+    bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
     bench.set_defaults(func=cmd_bench)
     return p
 

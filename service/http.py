@@ -50,14 +50,14 @@ def create_app(state: ServiceState) -> FastAPI:
     @app.get("/api/v1/entities/{node}", response_model=list[EntityEvidence])
     async def entities(node: str) -> list[EntityEvidence]:
         """Current evidence for a node and each of its GPUs: why its score is what it is."""
-        found = node_evidence(state.pipeline, node)
+        found = node_evidence(state.pipeline_of(node), node)
         if not found:
             raise HTTPException(404, f"no series seen for node {node}")
         return found
 
     @app.get("/api/v1/entities/{node}/gpus/{gpu}", response_model=EntityEvidence)
     async def gpu_entity(node: str, gpu: int) -> EntityEvidence:
-        for ev in node_evidence(state.pipeline, node):
+        for ev in node_evidence(state.pipeline_of(node), node):
             if ev.gpu == gpu:
                 return ev
         raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")

@@ -98,7 +98,9 @@ class Settings(BaseSettings):
         1, ge=1, description="replicas of the state topic (3 in production)"
     )
     checkpoint_interval_s: float = Field(30.0, gt=0, description="how often partition state is snapshotted")
-    snapshot_max_bytes: int = Field(256 * 2**20, ge=2**20, description="largest partition snapshot accepted")
+    snapshot_chunk_bytes: int = Field(
+        4 * 2**20, ge=1024, description="snapshots travel in chunks of this size (broker message limit)"
+    )
     session_timeout_ms: int = Field(10_000, ge=1000, description="how soon a dead replica's partitions move")
 
     alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")

@@ -35,6 +35,13 @@ class ServiceState:
             merged |= shard.active
         return merged
 
+    def pipeline_of(self, node: str) -> Pipeline:
+        """The pipeline holding `node`'s series: its partition's under `prexid run`, else the only one."""
+        for shard in self.shards.values():
+            if any(e.node == node for e in shard.registry.entities):
+                return shard
+        return self.pipeline
+
     @classmethod
     def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
         state = cls(pipeline, Telemetry(CollectorRegistry(), pipeline), history=ScoreHistory(history_ticks))

@@ -22,7 +22,8 @@ from service.demo_sim import DemoCluster, DemoFault, simulate
 
 pytestmark = pytest.mark.integration
 
-INCIDENT = DemoCluster(nodes=4, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
+# Eight nodes: every partition holds a few, as fusion's common-mode test needs (docs/operations.md).
+INCIDENT = DemoCluster(nodes=8, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ def settings_for(bootstrap: str, topics: dict[str, str], group: str, **extra: An
         "batch_max_records": 5000,
         "checkpoint_interval_s": 1.0,
         "session_timeout_ms": 6000,
+        "snapshot_chunk_bytes": 64 * 1024,  # several chunks per snapshot: the chunked path is tested
     }
     return Settings(**(base | extra))
 
@@ -52,6 +53,7 @@ def env_for(settings: Settings) -> dict[str, str]:
         "PREXID_BATCH_MAX_RECORDS": str(settings.batch_max_records),
         "PREXID_CHECKPOINT_INTERVAL_S": str(settings.checkpoint_interval_s),
         "PREXID_SESSION_TIMEOUT_MS": str(settings.session_timeout_ms),
+        "PREXID_SNAPSHOT_CHUNK_BYTES": str(settings.snapshot_chunk_bytes),
     }
 
 
@@ -71,6 +73,8 @@ async def produce(
             for payload in tick.metrics:
                 key = node_of(orjson.loads(payload)["labels"]).encode()
                 await producer.send(metrics, payload, key=key, timestamp_ms=ms)
+            if tick.logs:  # a kernel line is written after the scrapes that precede it, as live
+                await producer.flush()
             for line in tick.logs:
                 await producer.send(logs, line, key=line.split()[3], timestamp_ms=ms)
             count += len(tick.metrics)
