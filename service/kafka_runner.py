@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, KafkaConnectionError, KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from service import snapshot
+from service.handoff import Handoff
 from service.kafka_security import client_options
 from service.models import Alert
 from service.processor import DeadLetter, Message, Output, Processor
@@ -288,32 +288,3 @@ class KafkaRunner:
 
     def stop(self) -> None:
         self.stopping.set()
-
-
-class Handoff(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Checkpoints shards before they are revoked; restores shards newly assigned."""
-
-    def __init__(self, runner: KafkaRunner) -> None:
-        self.runner = runner
-
-    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        r = self.runner
-        async with r.lock:
-            gone = sorted({tp.partition for tp in revoked} & set(r.shards))
-            await r.checkpoint(gone)
-            for index in gone:
-                del r.shards[index]
-                log.info("partition %d handed off", index)
-            r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
-
-    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        r = self.runner
-        async with r.lock:
-            by_index: dict[int, list[TopicPartition]] = {}
-            for tp in assigned:
-                by_index.setdefault(tp.partition, []).append(tp)
-            for index, tps in sorted(by_index.items()):
-                if index not in r.shards:
-                    await r.restore(index, tps)
-            r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
-            r.assignments += 1
