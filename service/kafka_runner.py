@@ -285,6 +285,9 @@ class KafkaRunner:
                         self.consumer.seek(tp, stored[source(tp)])
         self.shards[index] = shard
         log.info("partition %d taken over %s", index, how)
+        if active := list(shard.processor.pipeline.active.values()):
+            for listener in shard.processor.listeners:  # e.g. Alertmanager re-sends what fires here
+                listener(active)
 
     def stop(self) -> None:
         self.stopping.set()

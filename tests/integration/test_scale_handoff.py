@@ -43,6 +43,8 @@ async def test_partitions_handed_between_replicas_resume_from_their_snapshots_wi
         assert sorted((await a.assigned()).shards) == [0, 1, 2, 3]  # alone, A owns every partition
         await eventually(lambda: samples_held(a.runner) == first_half, what="the first half consumed by A")
         b = Replica(settings)
+        told: list[tuple[str, str]] = []  # what B's alert sinks (Alertmanager) hear
+        b.state.alert_listeners.append(lambda alerts: told.extend((a.kind, a.status) for a in alerts))
         await b.assigned()
         split = (a.runner, b.runner)
         await eventually(lambda: [len(r.shards) for r in split] == [2, 2], what="a 2+2 split")
@@ -51,6 +53,7 @@ async def test_partitions_handed_between_replicas_resume_from_their_snapshots_wi
         await a.stop()  # A leaves cleanly: B takes every partition over, each from its snapshot
         await eventually(lambda: len(b.runner.shards) == 4, what="B owning every partition")
         assert samples_held(b.runner) == first_half  # nothing lost, nothing counted twice
+        assert ("pre_xid", "firing") in told  # A paged; B's sinks learnt it is firing, to re-send it
 
         await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[90:])
         records = await read_until(kafka_bootstrap, topics["alerts"], has_xid)
