@@ -72,6 +72,24 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    from service.sim.command import cmd_simulate as run
+
+    return run(args)
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from service.replay import cmd_replay as run
+
+    return run(args, settings)
+
+
+def cmd_evaluate(args: argparse.Namespace, settings: Settings) -> int:
+    from service.evaluate.command import cmd_evaluate as run
+
+    return run(args)
+
+
 def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
     from service.parse_cmd import cmd_parse as parse
 
@@ -130,7 +148,28 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--bootstrap", help="e2e: an existing Kafka broker (default: start one)")
     bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
     bench.set_defaults(func=cmd_bench)
+    _offline_tools(sub, common)
     return p
+
+
+def _offline_tools(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    from service.evaluate.command import add_arguments as evaluate_args
+    from service.replay import add_arguments as replay_args
+    from service.sim.command import add_arguments as simulate_args
+
+    simulate = sub.add_parser(
+        "simulate", parents=[common], help="seeded GPU-cluster telemetry with ground truth"
+    )
+    simulate_args(simulate)
+    simulate.set_defaults(func=cmd_simulate)
+    replay = sub.add_parser("replay", parents=[common], help="run the pipeline over files in event time")
+    replay_args(replay)
+    replay.set_defaults(func=cmd_replay)
+    evaluate = sub.add_parser("evaluate", parents=[common], help="score alerts against failure labels")
+    evaluate_args(evaluate)
+    evaluate.set_defaults(func=cmd_evaluate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

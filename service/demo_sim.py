@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import numpy as np
-import orjson
+
+from service.sim.wire import adapter_json as _adapter_json
+from service.sim.wire import gpu_labels, host, pci
+from service.sim.wire import syslog_line as _syslog
 
 GPU_GAUGES = {  # metric -> (healthy mean, noise sd)
     "DCGM_FI_DEV_GPU_TEMP": (62.0, 0.4),
@@ -51,10 +53,10 @@ class DemoCluster:
     fault: DemoFault = field(default_factory=DemoFault)
 
     def host(self, n: int) -> str:
-        return f"node-{n:02d}"
+        return host(n)
 
     def pci(self, g: int) -> str:
-        return f"00000000:{0x18 + 0x10 * g:02X}:00.0"
+        return pci(g)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,16 +64,6 @@ class Tick:
     ts: float
     metrics: list[bytes]  # prometheus-kafka-adapter JSON, one sample each
     logs: list[bytes]  # RFC3164 syslog lines
-
-
-def _adapter_json(name: str, labels: dict[str, str], ts: float, value: float) -> bytes:
-    stamp = datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return orjson.dumps({"timestamp": stamp, "value": repr(float(value)), "name": name, "labels": labels})
-
-
-def _syslog(ts: float, host: str, message: str) -> bytes:
-    stamp = datetime.fromtimestamp(ts, tz=UTC).strftime("%b %e %H:%M:%S")
-    return f"{stamp} {host} kernel: {message}".encode()
 
 
 def simulate(c: DemoCluster) -> Iterator[Tick]:
@@ -100,7 +92,7 @@ def simulate(c: DemoCluster) -> Iterator[Tick]:
                 for g in range(c.gpus):
                     if dead and (n, g) == (f.node, f.gpu):
                         continue
-                    metrics.append(_adapter_json(m, _gpu_labels(c, n, g), ts, round(float(vals[n, g]), 2)))
+                    metrics.append(_adapter_json(m, gpu_labels(n, g), ts, round(float(vals[n, g]), 2)))
         counters["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] += rng.poisson(0.002, shape)
         if ramp > 0:
             counters["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"][f.node, f.gpu] += rng.poisson(1.0 + 20.0 * ramp)
@@ -109,7 +101,7 @@ def simulate(c: DemoCluster) -> Iterator[Tick]:
                 for g in range(c.gpus):
                     if dead and (n, g) == (f.node, f.gpu):
                         continue
-                    metrics.append(_adapter_json(m, _gpu_labels(c, n, g), ts, float(vals[n, g])))
+                    metrics.append(_adapter_json(m, gpu_labels(n, g), ts, float(vals[n, g])))
         net_bytes += rng.normal(1.2e9, 3e7, c.nodes) * c.step_s
         for n in range(c.nodes):
             node_labels = {"instance": f"{c.host(n)}:9100", "job": "node"}
@@ -134,14 +126,3 @@ def simulate(c: DemoCluster) -> Iterator[Tick]:
             )
             logs.append(_syslog(ts, host, f"NVRM: GPU {short}.0: GPU has fallen off the bus."))
         yield Tick(ts, metrics, logs)
-
-
-def _gpu_labels(c: DemoCluster, n: int, g: int) -> dict[str, str]:
-    return {
-        "gpu": str(g),
-        "UUID": f"GPU-{n:04d}{g:04d}-0000-0000-0000-000000000000",
-        "pci_bus_id": c.pci(g),
-        "device": f"nvidia{g}",
-        "modelName": "NVIDIA B200",
-        "Hostname": c.host(n),
-    }

@@ -1,0 +1,1 @@
+"""Baselines prexid is measured against, run over the same replayed data in the same run."""

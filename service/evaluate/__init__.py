@@ -1,0 +1,1 @@
+"""Scoring alerts against ground truth the way SREs judge them, and NAB-style univariate scoring."""
