@@ -53,6 +53,8 @@ async def test_partitions_handed_between_replicas_resume_from_their_snapshots_wi
         await a.stop()  # A leaves cleanly: B takes every partition over, each from its snapshot
         await eventually(lambda: len(b.runner.shards) == 4, what="B owning every partition")
         assert samples_held(b.runner) == first_half  # nothing lost, nothing counted twice
+        series = b.state.telemetry.registry.get_sample_value("prexid_series")
+        assert series == sum(len(p.registry) for p in b.state.shards.values()) > 0  # /metrics sees all
         assert ("pre_xid", "firing") in told  # A paged; B's sinks learnt it is firing, to re-send it
 
         await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[90:])
