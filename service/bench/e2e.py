@@ -208,7 +208,8 @@ def report(r: dict[str, Any], console: Console) -> None:
     table.add_row("peak RSS of a replica", f"{r['latency']['peak_rss_mib']:,.0f} MiB", "")
     table.add_row(
         f"{mem['series']:,.0f} series, one pipeline",
-        f"peak RSS {mem['peak_rss_mib'] / 1024:.2f} GiB, snapshot {mem['snapshot_mib']:,.0f} MiB",
+        f"RSS {mem['rss_mib'] / 1024:.2f} GiB, peak {mem['peak_rss_mib'] / 1024:.2f} GiB "
+        f"(while snapshotting {mem['snapshot_mib']:,.0f} MiB)",
         "<= 1.5 GiB",
     )
     console.print(table)

@@ -41,6 +41,12 @@ def scrape(n_series: int, ts: float) -> Iterator[list[Message]]:
         yield batch
 
 
+def rss_mib() -> float:
+    """Resident memory now (the peak also counts scoring temporaries and snapshot serialisation)."""
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def main(n_series: int, scrapes: int = 2) -> dict[str, float]:
     _, processor = build(Settings())
     t0 = time.perf_counter()
@@ -49,9 +55,11 @@ def main(n_series: int, scrapes: int = 2) -> dict[str, float]:
         for batch in scrape(n_series, ts):
             processor.process(batch, [], {"metrics:0"})
     processor.process([], [], set(), drain=True)
+    held = rss_mib()
     blob = snapshot.dump(processor, {})
     return {
         "series": len(processor.pipeline.registry),
+        "rss_mib": held,
         "peak_rss_mib": peak_rss_mib(os.getpid()),
         "snapshot_mib": len(blob) / 2**20,
         "seconds": time.perf_counter() - t0,
