@@ -214,12 +214,24 @@ class KafkaRunner:
         await self._publish(out)
 
     async def _backlogged_metric_sources(self, index: int) -> set[str]:
-        """The shard's metric partitions not yet read to their high watermark (unknown counts as behind)."""
+        """The shard's metric partitions that may still hold unread records.
+
+        Behind its high watermark, or with a high watermark older than the newest fetch of the
+        shard's log partitions: aiokafka refetches a partition only once its buffered records are
+        read, so a kernel line can arrive while the metric partition's high watermark is stale, and
+        the scrapes written before that line are not counted yet. Unknown counts as behind.
+        """
+        c = self.consumer
+        mine = [tp for tp in c.assignment() if tp.partition == index]
+        logs_seen = max(
+            (c.last_poll_timestamp(tp) or 0 for tp in mine if tp.topic not in self.metrics_topics), default=0
+        )
         behind = set()
-        for tp in self.consumer.assignment():
-            if tp.topic in self.metrics_topics and tp.partition == index:
-                highwater = self.consumer.highwater(tp)
-                if highwater is None or await self.consumer.position(tp) < highwater:
+        for tp in mine:
+            if tp.topic in self.metrics_topics:
+                highwater = c.highwater(tp)
+                stale = (c.last_poll_timestamp(tp) or 0) < logs_seen
+                if highwater is None or stale or await c.position(tp) < highwater:
                     behind.add(source(tp))
         return behind
 
