@@ -15,13 +15,18 @@ from service.settings import Settings
 from service.state import ServiceState
 
 
-def build(settings: Settings) -> tuple[ServiceState, Processor]:
+def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
+    """A pipeline and its processor. With `state` (one more partition of `prexid run`), the new
+    processor shares that state's telemetry and alert sinks."""
     pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
-    state = ServiceState.new(pipeline, settings.history_ticks)
+    first = state is None
+    if state is None:
+        state = ServiceState.new(pipeline, settings.history_ticks)
+        state.admin_token = settings.admin_token
     processor = Processor(
         pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
     )
-    if settings.alertmanager_urls:
+    if first and settings.alertmanager_urls:
         from service.alertmanager import AlertmanagerSink
 
         sink = AlertmanagerSink(
@@ -29,8 +34,9 @@ def build(settings: Settings) -> tuple[ServiceState, Processor]:
             state.telemetry.registry,
             resend_interval_s=settings.alertmanager_resend_s,
         )
-        processor.listeners.append(sink.submit)
+        state.alert_listeners.append(sink.submit)
         state.background.append(sink.run)
+    processor.listeners = state.alert_listeners
     return state, processor
 
 
@@ -60,8 +66,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from service.kafka_runner import KafkaRunner
     from service.serve import serve
 
-    state, processor = build(settings)
-    runner = KafkaRunner(settings, state, processor)
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0
 
@@ -94,6 +100,7 @@ def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
 BENCH_TARGETS = {
     "decode": "service.bench.decode:cmd_bench_decode",
     "detectors": "service.bench.detectors:cmd_bench_detectors",
+    "e2e": "service.bench.e2e:cmd_bench_e2e",
 }
 
 
@@ -138,6 +145,8 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
     bench.add_argument("target", choices=sorted(BENCH_TARGETS))
     bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    bench.add_argument("--bootstrap", help="e2e: an existing Kafka broker (default: start one)")
+    bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
     bench.set_defaults(func=cmd_bench)
     _offline_tools(sub, common)
     return p

@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.admin import admin_router
 from service.dashboard import dashboard_router, static_files
 from service.explain import EntityEvidence, node_evidence
 from service.models import Alert
@@ -36,12 +37,12 @@ def create_app(state: ServiceState) -> FastAPI:
     @app.get("/api/v1/alerts", response_model=list[Alert])
     async def alerts(kind: Literal["pre_xid", "xid", "node", "cluster"] | None = None) -> list[Alert]:
         """Alerts firing now, newest first."""
-        active = [a for a in state.pipeline.active.values() if kind is None or a.kind == kind]
+        active = [a for a in state.active_alerts().values() if kind is None or a.kind == kind]
         return sorted(active, key=lambda a: a.starts_at, reverse=True)
 
     @app.get("/api/v1/alerts/{fingerprint}", response_model=Alert)
     async def alert(fingerprint: str) -> Alert:
-        found = state.pipeline.active.get(fingerprint)
+        found = state.active_alerts().get(fingerprint)
         if found is None:
             raise HTTPException(404, f"no active alert {fingerprint}")
         return found
@@ -49,18 +50,19 @@ def create_app(state: ServiceState) -> FastAPI:
     @app.get("/api/v1/entities/{node}", response_model=list[EntityEvidence])
     async def entities(node: str) -> list[EntityEvidence]:
         """Current evidence for a node and each of its GPUs: why its score is what it is."""
-        found = node_evidence(state.pipeline, node)
+        found = node_evidence(state.pipeline_of(node), node)
         if not found:
             raise HTTPException(404, f"no series seen for node {node}")
         return found
 
     @app.get("/api/v1/entities/{node}/gpus/{gpu}", response_model=EntityEvidence)
     async def gpu_entity(node: str, gpu: int) -> EntityEvidence:
-        for ev in node_evidence(state.pipeline, node):
+        for ev in node_evidence(state.pipeline_of(node), node):
             if ev.gpu == gpu:
                 return ev
         raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")
 
     app.include_router(dashboard_router(state))
     app.mount("/static", static_files(), name="static")
+    app.include_router(admin_router(state))
     return app

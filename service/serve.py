@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+import signal
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import uvicorn
@@ -13,19 +14,32 @@ from service.http import create_app
 from service.state import ServiceState
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: it re-raises SIGTERM once it has shut down, which
+    would kill the process before the feed's final checkpoint. `serve` handles the signals instead."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 async def serve(
     state: ServiceState, feed: Coroutine[Any, Any, None], host: str, port: int, duration: float | None
 ) -> None:
     """Serve HTTP beside the feed and the state's background jobs (sinks) until the server stops
     (SIGINT/SIGTERM), `duration` passes, or a job fails. A feed that ends cleanly (the demo's
     timeline) leaves the server up for inspection."""
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(create_app(state), host=host, port=port, log_level="warning", lifespan="off")
     )
     server_task = asyncio.create_task(server.serve())
     feed_task = asyncio.create_task(feed)
     helpers = [asyncio.create_task(job()) for job in state.background]
-    stop_on: set[asyncio.Task[Any]] = {server_task}
+    signalled = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, signalled.set)
+    stop_on: set[asyncio.Task[Any]] = {server_task, asyncio.create_task(signalled.wait())}
     if duration is not None:
         stop_on.add(asyncio.create_task(asyncio.sleep(duration)))
     workers = {feed_task, *helpers}

@@ -7,9 +7,9 @@ Precedence: explicit arguments > environment > TOML file (`PREXID_CONFIG_FILE` o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -56,6 +56,21 @@ class DetectionSettings(BaseModel):
         )
 
 
+class KafkaSecurity(BaseModel):
+    """How prexid authenticates to Kafka: SASL (SCRAM) and/or TLS. Secrets are SecretStr: never logged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = Field(None, description="CA bundle that signed the brokers' certificates")
+    ssl_certfile: Path | None = Field(None, description="client certificate, for mutual TLS")
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PREXID_", env_nested_delimiter="__", frozen=True)
 
@@ -75,12 +90,25 @@ class Settings(BaseSettings):
     )
     batch_max_records: int = Field(10_000, ge=1)
     batch_timeout_ms: int = Field(200, ge=1)
+    kafka_security: KafkaSecurity = KafkaSecurity()
+    state_topic: str | None = Field(
+        None, description="compacted snapshot changelog; default <group_id>.state"
+    )
+    state_replication_factor: int = Field(
+        1, ge=1, description="replicas of the state topic (3 in production)"
+    )
+    checkpoint_interval_s: float = Field(30.0, gt=0, description="how often partition state is snapshotted")
+    snapshot_chunk_bytes: int = Field(
+        4 * 2**20, ge=1024, description="snapshots travel in chunks of this size (broker message limit)"
+    )
+    session_timeout_ms: int = Field(10_000, ge=1000, description="how soon a dead replica's partitions move")
 
     alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
     alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")
 
     http_host: str = "127.0.0.1"
     http_port: int = Field(8000, ge=0, le=65535)
+    admin_token: SecretStr | None = Field(None, description="bearer token the admin HTTP endpoints require")
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
     history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 

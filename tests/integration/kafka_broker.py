@@ -49,6 +49,11 @@ class KafkaBroker:
     env: dict[str, str]
 
     @property
+    def ports(self) -> tuple[int, int]:
+        """(client, controller) ports, to restart the broker at the same address."""
+        return int(self.env["KAFKA_PORT"]), int(self.env["KAFKA_CONTROLLER_PORT"])
+
+    @property
     def log_file(self) -> Path:
         return self.state_dir / "logs" / "server.log"
 
@@ -84,15 +89,23 @@ def _run(command: str, env: dict[str, str], timeout: float) -> subprocess.Comple
     )
 
 
-def start_broker(state_dir: Path | None = None, timeout: float = 300.0) -> KafkaBroker:
-    """Start a fresh broker; `timeout` covers a first-time Maven resolution of the jars.
+def start_broker(
+    state_dir: Path | None = None,
+    timeout: float = 300.0,
+    ports: tuple[int, int] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> KafkaBroker:
+    """Start a broker; `timeout` covers a first-time Maven resolution of the jars.
 
+    A restart passes the stopped broker's `state_dir` and `ports` (client, controller): same data,
+    same address, so clients reconnect. `extra_env` sets the script's optional knobs (e.g. SASL).
     Raises KafkaBrokerError (with the broker log tail) instead of returning a half-started broker.
     """
     state = state_dir or Path(tempfile.mkdtemp(prefix="prexid-kafka-"))
-    port, controller_port = free_ports(2)
+    port, controller_port = ports or free_ports(2)
     env = {
         **os.environ,
+        **(extra_env or {}),
         "KAFKA_PORT": str(port),
         "KAFKA_CONTROLLER_PORT": str(controller_port),
         "KAFKA_STATE_DIR": str(state),

@@ -86,8 +86,8 @@ async def test_kcat_produced_lines_are_decoded_by_the_running_service(
         metrics_format="auto",
         logs_format="auto",
     )
-    state, processor = build(settings)
-    runner = KafkaRunner(settings, state, processor)
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     task = asyncio.create_task(runner.run())
     try:
         alerts = await read_until(
@@ -120,7 +120,8 @@ async def test_kcat_produced_lines_are_decoded_by_the_running_service(
     )
     assert decoded + len(dead) == produced
     assert t.get_sample_value("prexid_kernel_events_total", {"kind": "sxid"}) == 1.0
-    assert {e.node for e in state.pipeline.registry.entities} >= {"node-3", "node-7"}
+    shards = state.shards.values()  # `prexid run` keeps one pipeline per partition
+    assert {e.node for p in shards for e in p.registry.entities} >= {"node-3", "node-7"}
 
 
 def _xid_nodes(records: list[Any]) -> set[str]:

@@ -107,8 +107,8 @@ async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
 ) -> None:
     counts = await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
-    state, processor = build(settings)
-    runner = KafkaRunner(settings, state, processor)
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     task = asyncio.create_task(runner.run())
     try:
         alerts = await read_until(
@@ -154,10 +154,13 @@ async def test_offsets_are_not_committed_when_processing_a_batch_fails(
     await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     state, _ = build(settings)
-    exploding = ExplodingProcessor(
-        state.pipeline, state.telemetry, settings.metrics_format, settings.logs_format
+    runner = KafkaRunner(
+        settings,
+        state,
+        lambda: ExplodingProcessor(
+            state.pipeline, state.telemetry, settings.metrics_format, settings.logs_format
+        ),
     )
-    runner = KafkaRunner(settings, state, exploding)
     with pytest.raises(RuntimeError, match="sink failure"):
         await asyncio.wait_for(runner.run(), 60)
     assert await committed(kafka_bootstrap, kafka_group, topics["metrics"], 2) == {0: None, 1: None}

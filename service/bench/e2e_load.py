@@ -1,0 +1,191 @@
+"""What `prexid bench e2e` drives: a broker, demo traffic with many faults, replicas as processes.
+
+Traffic is several small demo clusters side by side (hosts renamed `cK-node-NN`), each with its own
+GPU fault at a different time, so one run has enough alerts for latency percentiles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import GroupCoordinatorNotAvailableError
+
+from service.demo_sim import DemoCluster, DemoFault, simulate
+from service.series import node_of
+
+KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka.sh"
+
+
+@dataclass(frozen=True)
+class Tick:
+    ts: float
+    metrics: list[tuple[bytes, bytes]]  # (key, payload)
+    logs: list[tuple[bytes, bytes]]
+
+
+def traffic(clusters: int, duration_s: float = 1800.0) -> list[Tick]:
+    """`clusters` demo clusters of 2 nodes x 8 GPUs, fault k's Xid at 1500 + 20k s."""
+    sims = [
+        simulate(
+            DemoCluster(
+                nodes=2, gpus=8, duration_s=duration_s, seed=k, fault=DemoFault(0, k % 8, 1500 + 20 * k)
+            )
+        )
+        for k in range(clusters)
+    ]
+    ticks = []
+    for parts in zip(*sims, strict=True):
+        metrics, logs = [], []
+        for k, part in enumerate(parts):
+            rename = (b"node-", f"c{k}-node-".encode())
+            for payload in part.metrics:
+                payload = payload.replace(*rename)
+                metrics.append((node_of(orjson.loads(payload)["labels"]).encode(), payload))
+            logs += [(line.split()[3], line) for line in (raw.replace(*rename) for raw in part.logs)]
+        ticks.append(Tick(parts[0].ts, metrics, logs))
+    return ticks
+
+
+class Broker:
+    """The dev broker script on free ports and a throwaway state dir (or an existing bootstrap)."""
+
+    def __init__(self, bootstrap: str | None) -> None:
+        self.bootstrap = bootstrap or ""
+        self.env: dict[str, str] | None = None
+
+    def start(self) -> str:
+        if self.bootstrap:
+            return self.bootstrap
+        ports = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                ports.append(s.getsockname()[1])
+        state = tempfile.mkdtemp(prefix="prexid-bench-kafka-")
+        self.env = {**os.environ, "KAFKA_PORT": str(ports[0]), "KAFKA_CONTROLLER_PORT": str(ports[1])}
+        self.env["KAFKA_STATE_DIR"] = state
+        out = subprocess.run(
+            [str(KAFKA_SH), "start"], env=self.env, capture_output=True, text=True, check=False
+        )
+        found = re.search(r"ready: bootstrap=(\S+)", out.stdout)
+        if out.returncode or not found:
+            raise RuntimeError(f"could not start Kafka with {KAFKA_SH}:\n{out.stdout}{out.stderr}")
+        self.bootstrap = found[1]
+        return self.bootstrap
+
+    def stop(self) -> None:
+        if self.env is not None:
+            subprocess.run([str(KAFKA_SH), "stop"], env=self.env, capture_output=True, check=False)
+
+
+async def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+        while True:  # wait for leaders
+            described = await admin.describe_topics(names)
+            if all(d["partitions"] and all(p["leader"] >= 0 for p in d["partitions"]) for d in described):
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
+async def produce(
+    bootstrap: str, metrics: str, logs: str, ticks: list[Tick], records_per_s: float | None = None
+) -> list[float]:
+    """Send ticks (paced to `records_per_s` if given); returns the epoch time each tick was sent."""
+    loop = asyncio.get_running_loop()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, max_batch_size=256 * 1024)
+    await producer.start()
+    sent: list[float] = []
+    start = loop.time()
+    count = 0
+    try:
+        for tick in ticks:
+            ms = int(tick.ts * 1000)
+            for key, payload in tick.metrics:
+                await producer.send(metrics, payload, key=key, timestamp_ms=ms)
+            if tick.logs:  # a kernel line is written after the scrapes that precede it, as live
+                await producer.flush()
+            for key, line in tick.logs:
+                await producer.send(logs, line, key=key, timestamp_ms=ms)
+            count += len(tick.metrics) + len(tick.logs)
+            if records_per_s:
+                await producer.flush()
+                sent.append(time.time())
+                await asyncio.sleep(max(0.0, start + count / records_per_s - loop.time()))
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+def replica_env(bootstrap: str, topics: dict[str, str], group: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PREXID_KAFKA_BOOTSTRAP": bootstrap,
+        "PREXID_GROUP_ID": group,
+        "PREXID_METRICS_TOPICS": orjson.dumps([topics["metrics"]]).decode(),
+        "PREXID_LOGS_TOPICS": orjson.dumps([topics["logs"]]).decode(),
+        "PREXID_ALERTS_TOPIC": topics["alerts"],
+        "PREXID_DEAD_LETTER_TOPIC": topics["dead"],
+        "PREXID_STATE_TOPIC": f"{topics['metrics']}.{group}.state",
+        "PREXID_CHECKPOINT_INTERVAL_S": "0.5",
+        "PREXID_SESSION_TIMEOUT_MS": "6000",
+        "PREXID_HTTP_PORT": "0",
+    }
+
+
+async def start_replicas(env: dict[str, str], n: int) -> list[asyncio.subprocess.Process]:
+    return [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "service.cli", "run", env=env, stderr=asyncio.subprocess.DEVNULL
+        )
+        for _ in range(n)
+    ]
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM: the most resident memory the process ever had."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"VmHWM:\s+(\d+) kB", status)
+    return int(found[1]) / 1024 if found else float("nan")
+
+
+async def stop_replicas(procs: list[asyncio.subprocess.Process]) -> list[float]:
+    """Peak RSS of each replica, then a clean stop (SIGTERM: final checkpoint)."""
+    peaks = [peak_rss_mib(p.pid) for p in procs]
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        await asyncio.wait_for(p.wait(), 30)
+    return peaks
+
+
+async def committed_total(admin: AIOKafkaAdminClient, group: str, tps: list[TopicPartition]) -> int:
+    """Offsets `group` has committed, summed (0 while its coordinator is still being elected)."""
+    try:
+        offsets = await admin.list_consumer_group_offsets(group, partitions=tps)
+    except GroupCoordinatorNotAvailableError:
+        return 0
+    return sum(max(o.offset, 0) for o in offsets.values())
+
+
+def chunks(items: list[Tick], size: int) -> Iterator[list[Tick]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,70 @@
+"""Child process of `prexid bench e2e`: peak RSS of one pipeline holding N series (default 1M).
+
+Feeds N distinct DCGM-like series (prometheus-kafka-adapter JSON, through the real decoder) for a
+few scrapes, then prints one JSON line: series held, peak RSS (VmHWM) and the snapshot's size.
+Run in its own process so the figure is the pipeline's alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import orjson
+
+from service import snapshot
+from service.bench.e2e_load import peak_rss_mib
+from service.cli import build
+from service.demo_sim import GPU_ERROR_COUNTERS, GPU_GAUGES
+from service.processor import Message
+from service.settings import Settings
+
+METRICS = (*GPU_GAUGES, *GPU_ERROR_COUNTERS)
+BATCH = 100_000
+
+
+def scrape(n_series: int, ts: float) -> Iterator[list[Message]]:
+    """One scrape of every series, a batch at a time (the input never all sits in memory)."""
+    stamp = datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for start in range(0, n_series, BATCH):
+        batch = []
+        for i in range(start, min(start + BATCH, n_series)):
+            gpu, metric = divmod(i, len(METRICS))
+            payload = (
+                f'{{"timestamp":"{stamp}","value":"1.0","name":"{METRICS[metric]}","labels":'
+                f'{{"gpu":"{gpu % 8}","UUID":"GPU-{gpu:012d}","Hostname":"node-{gpu // 8:06d}"}}}}'
+            )
+            batch.append(Message(payload.encode(), ts, "metrics", 0))
+        yield batch
+
+
+def rss_mib() -> float:
+    """Resident memory now (the peak also counts scoring temporaries and snapshot serialisation)."""
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def main(n_series: int, scrapes: int = 2) -> dict[str, float]:
+    _, processor = build(Settings())
+    t0 = time.perf_counter()
+    for k in range(scrapes):
+        ts = 1_796_205_600.0 + 15.0 * k
+        for batch in scrape(n_series, ts):
+            processor.process(batch, [], {"metrics:0"})
+    processor.process([], [], set(), drain=True)
+    held = rss_mib()
+    blob = snapshot.dump(processor, {})
+    return {
+        "series": len(processor.pipeline.registry),
+        "rss_mib": held,
+        "peak_rss_mib": peak_rss_mib(os.getpid()),
+        "snapshot_mib": len(blob) / 2**20,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+if __name__ == "__main__":
+    print(orjson.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)).decode())

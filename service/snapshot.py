@@ -1,0 +1,199 @@
+"""Whole-processor snapshots: everything a partition's detection state is, as one versioned blob.
+
+A replica that takes over a partition restores the previous owner's snapshot and resumes from the
+offsets stored with it, so it neither warms up from nothing (a storm of false alerts while baselines
+relearn) nor forgets alerts that are firing. Layout: magic, format version, then length-prefixed
+parts: JSON metadata (registry, lifecycle bookkeeping, active alerts, held Xids, offsets), one npz of
+arrays, and the detector bank's own snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections import deque
+from typing import Any
+
+import numpy as np
+import orjson
+
+from detectors.base import pack_blobs, unpack_blobs
+from detectors.rate_limit import RateLimiter
+from detectors.signals import Family
+from detectors.xid_bursts import Burst
+from detectors.xid_catalog import xid_info
+from service.models import Alert, XidEvent
+from service.pipeline import Pipeline
+from service.processor import Processor
+from service.series import Entity, SeriesRegistry
+from service.xid_alerts import _Incident
+
+MAGIC = b"PREXIDSNAP"
+VERSION = 2  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts
+
+
+class SnapshotError(ValueError):
+    """The blob is not a snapshot this build can restore (corrupt, other version, other config)."""
+
+
+def dump(processor: Processor, offsets: dict[str, int]) -> bytes:
+    """Snapshot `processor` (its pipeline and held Xids); `offsets` are the next offsets it covers."""
+    p = processor.pipeline
+    meta = {
+        "config": repr(p.config),
+        "offsets": offsets,
+        "registry": _registry_meta(p.registry),
+        "progress": p.watermarks.progress,
+        "backlogged": sorted(p.watermarks.backlogged),
+        "active": [a.model_dump(mode="json") for a in p.active.values()],
+        "pre_xid_fired": [[e, at, fp] for e, (at, fp) in p.pre_xid_fired.items()],
+        "samples_seen": p.samples_seen,
+        "cluster_families": [int(f) for f in p._cluster_families],
+        "peer_groups": [[list(k), v] for k, v in p.peer_groups._groups.items()],
+        "peer_nodes": p.peer_groups._nodes,
+        "rate_limit": _rate_limit_meta(p.rate_limit),
+        "xid_bursts": [dataclasses.asdict(b) for b in p.xid_alerts.bursts.open.values()],
+        "xid_incidents": [[node, ts, _incident_meta(i)] for (node, ts), i in p.xid_alerts.incidents.items()],
+        "held_xids": [x.model_dump(mode="json") for x in processor.held_xids],
+    }
+    buf = io.BytesIO()
+    np.savez(buf, allow_pickle=False, **_arrays(p))
+    body = pack_blobs(orjson.dumps(meta), buf.getvalue(), p.bank.snapshot())
+    return MAGIC + VERSION.to_bytes(2, "little") + body
+
+
+def load(data: bytes, processor: Processor) -> dict[str, int]:
+    """Restore a fresh `processor` from `data` in place; return the offsets the snapshot covers."""
+    if not data.startswith(MAGIC):
+        raise SnapshotError("not a prexid snapshot")
+    version = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 2], "little")
+    if version != VERSION:
+        raise SnapshotError(f"snapshot format v{version}, this build reads v{VERSION}")
+    try:
+        meta_raw, npz, bank = unpack_blobs(data[len(MAGIC) + 2 :])
+        meta = orjson.loads(meta_raw)
+    except ValueError as err:
+        raise SnapshotError(f"corrupt snapshot: {err}") from err
+    p = processor.pipeline
+    if meta["config"] != repr(p.config):
+        raise SnapshotError("snapshot was taken with other detection settings")
+    with np.load(io.BytesIO(npz)) as arrays:
+        _restore_arrays(p, {k: arrays[k] for k in arrays.files})
+    _restore_registry(p.registry, meta["registry"])
+    p.bank.restore(bank)
+    p.watermarks.progress = {k: float(v) for k, v in meta["progress"].items()}
+    p.watermarks.backlogged = set(meta["backlogged"])
+    p.active = {a["fingerprint"]: Alert.model_validate(a) for a in meta["active"]}
+    p.pre_xid_fired = {int(e): (float(at), str(fp)) for e, at, fp in meta["pre_xid_fired"]}
+    p.samples_seen = int(meta["samples_seen"])
+    p._cluster_families = [Family(f) for f in meta["cluster_families"]]
+    p.peer_groups._groups = {_peer_key(k): int(v) for k, v in meta["peer_groups"]}
+    p.peer_groups._nodes = {str(k): int(v) for k, v in meta["peer_nodes"].items()}
+    _restore_rate_limit(p.rate_limit, meta["rate_limit"])
+    p.xid_alerts.bursts.open = {b["node"]: _burst(b) for b in meta["xid_bursts"]}
+    p.xid_alerts.incidents = {(node, float(ts)): _incident(i) for node, ts, i in meta["xid_incidents"]}
+    processor.held_xids = [XidEvent.model_validate(x) for x in meta["held_xids"]]
+    return {str(k): int(v) for k, v in meta["offsets"].items()}
+
+
+def _registry_meta(reg: SeriesRegistry) -> dict[str, Any]:
+    return {
+        "max_series": reg.max_series,
+        "names": reg.names,
+        "labels": reg.labels,
+        "entities": [[e.node, e.gpu] for e in reg.entities],
+        "gpu_by_pci": [[node, pci, eid] for (node, pci), eid in reg.gpu_by_pci.items()],
+        "gpu_by_uuid": reg.gpu_by_uuid,
+        "uuid_of": [[eid, uuid] for eid, uuid in reg.uuid_of.items()],
+        "parent_of": reg.parent_of,
+        "refused": reg.refused,
+    }
+
+
+def _restore_registry(reg: SeriesRegistry, meta: dict[str, Any]) -> None:
+    reg.names = list(meta["names"])
+    reg.labels = list(meta["labels"])
+    reg.ids = {
+        (n, tuple(sorted(lab.items()))): i
+        for i, (n, lab) in enumerate(zip(reg.names, reg.labels, strict=True))
+    }
+    reg.entities = [Entity(node, gpu) for node, gpu in meta["entities"]]
+    reg.entity_ids = {e: i for i, e in enumerate(reg.entities)}
+    reg.gpu_by_pci = {(node, pci): int(eid) for node, pci, eid in meta["gpu_by_pci"]}
+    reg.gpu_by_uuid = {str(k): int(v) for k, v in meta["gpu_by_uuid"].items()}
+    reg.uuid_of = {int(eid): str(uuid) for eid, uuid in meta["uuid_of"]}
+    reg.parent_of = [int(e) for e in meta["parent_of"]]
+    reg.fast_ids = {
+        (n, tuple(lab.items())): i for i, (n, lab) in enumerate(zip(reg.names, reg.labels, strict=True))
+    }
+    reg.refused = int(meta["refused"])
+
+
+def _arrays(p: Pipeline) -> dict[str, Any]:
+    """Every numpy array of the pipeline; scalars that may be infinite travel here, not in JSON."""
+    reg, fusion = p.registry, p.fusion
+    return {
+        "reg_entity_of": reg.entity_of,
+        "reg_family_of": reg.family_of,
+        "reg_kind_of": reg.kind_of,
+        **{f"fusion_{k}": v for k, v in fusion.snapshot_arrays().items()},
+        "fusion_at_tick": fusion.at_tick,
+        "fusion_common_share": fusion.common_share,
+        "fusion_rising_share": fusion.rising_share,
+        **{f"lifecycle_{k}": v for k, v in p.lifecycle.snapshot_arrays().items()},
+        **{f"cluster_{k}": v for k, v in p.cluster_lifecycle.snapshot_arrays().items()},
+        "buffer_ids": p.buffer.ids,
+        "buffer_ts": p.buffer.ts,
+        "buffer_values": p.buffer.values,
+        "fused_scores": p.fused_scores,
+        "next_tick": np.array([p.next_tick]),
+        "cluster_score": np.array([p.cluster_score]),
+    }
+
+
+def _restore_arrays(p: Pipeline, a: dict[str, Any]) -> None:
+    reg = p.registry
+    reg.entity_of = a["reg_entity_of"].astype(np.int64)
+    reg.family_of = a["reg_family_of"].astype(np.uint8)
+    reg.kind_of = a["reg_kind_of"].astype(np.uint8)
+    p.fusion.restore_arrays({k[7:]: v for k, v in a.items() if k.startswith("fusion_")})
+    p.fusion.at_tick = a["fusion_at_tick"].astype(np.float64)
+    p.fusion.common_share = a["fusion_common_share"].astype(np.float64)
+    p.fusion.rising_share = a["fusion_rising_share"].astype(np.float64)
+    p.lifecycle.restore_arrays({k[10:]: v for k, v in a.items() if k.startswith("lifecycle_")})
+    p.cluster_lifecycle.restore_arrays({k[8:]: v for k, v in a.items() if k.startswith("cluster_")})
+    p.buffer.ids = a["buffer_ids"].astype(np.int64)
+    p.buffer.ts = a["buffer_ts"].astype(np.float64)
+    p.buffer.values = a["buffer_values"].astype(np.float64)
+    p.fused_scores = a["fused_scores"].astype(np.float64)
+    p.next_tick = float(a["next_tick"][0])
+    p.cluster_score = float(a["cluster_score"][0])
+
+
+def _peer_key(raw: list[Any]) -> tuple[object, ...]:
+    """JSON turned the key's tuples into lists; PeerGroups keys are (kind, [node,] name, label pairs)."""
+    *head, rest = raw
+    return (*head, tuple((str(k), str(v)) for k, v in rest))
+
+
+def _rate_limit_meta(r: RateLimiter) -> dict[str, Any]:
+    history = [[e, list(times)] for e, times in r.history.items()]
+    return {"history": history, "muted": sorted(r.muted), "withheld": r.withheld}
+
+
+def _restore_rate_limit(r: RateLimiter, meta: dict[str, Any]) -> None:
+    r.history = {int(e): deque(float(t) for t in times) for e, times in meta["history"]}
+    r.muted = {int(e) for e in meta["muted"]}
+    r.withheld = int(meta["withheld"])
+
+
+def _burst(raw: dict[str, Any]) -> Burst:
+    return Burst(**{**raw, "codes": tuple(raw["codes"])})
+
+
+def _incident_meta(i: _Incident) -> dict[str, Any]:
+    return {**dataclasses.asdict(i), "worst": i.worst.code}
+
+
+def _incident(raw: dict[str, Any]) -> _Incident:
+    return _Incident(**{**raw, "codes": tuple(raw["codes"]), "worst": xid_info(raw["worst"])})

@@ -1,0 +1,129 @@
+"""Partition snapshots in a compacted Kafka changelog topic, one topic partition per input partition.
+
+Why Kafka and not a disk or an object store: every replica already reaches the broker, the snapshot
+is written with the same durability (acks=all) as the alerts, and log compaction keeps exactly the
+newest snapshot per partition. Input partition `n` snapshots into changelog partition `n`, in chunks
+a broker accepts (keys `shard-n/i`); the header of every chunk says how many there are. Chunks of one
+snapshot are consecutive (one idempotent producer), so the newest snapshot is always the partition's
+last `chunks` records, and restoring one partition reads only those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+from service.kafka_security import client_options
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+CHUNKS_HEADER = "prexid.chunks"
+
+
+def state_topic(settings: Settings) -> str:
+    return settings.state_topic or f"{settings.group_id}.state"
+
+
+class ChangelogStore:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = state_topic(settings)
+        self.chunk = settings.snapshot_chunk_bytes
+        self.producer = AIOKafkaProducer(
+            **client_options(settings),
+            acks="all",
+            enable_idempotence=True,
+            compression_type="gzip",
+            max_request_size=2 * self.chunk,
+        )
+
+    async def start(self, partitions: int) -> None:
+        """Create the compacted topic if it is missing (it must have >= `partitions` partitions)."""
+        await self._ensure_topic(partitions)
+        await self.producer.start()
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def save(self, shard: int, blob: bytes) -> None:
+        """Write one partition's snapshot and wait until the broker has all of it (acks=all)."""
+        chunks = [blob[i : i + self.chunk] for i in range(0, len(blob), self.chunk)] or [b""]
+        header = [(CHUNKS_HEADER, str(len(chunks)).encode())]
+        futures = [
+            await self.producer.send(
+                self.topic, part, key=f"shard-{shard}/{i}".encode(), partition=shard, headers=header
+            )
+            for i, part in enumerate(chunks)
+        ]
+        await asyncio.gather(*futures)
+
+    async def load(self, shard: int) -> bytes | None:
+        """The newest snapshot of partition `shard`, or None if it never had a whole one."""
+        tp = TopicPartition(self.topic, shard)
+        consumer = AIOKafkaConsumer(
+            **client_options(self.settings),
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=2 * self.chunk,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            if end == 0:
+                return None
+            [last] = await _read(consumer, tp, end - 1, end)
+            count = int(dict(last.headers)[CHUNKS_HEADER])
+            records = await _read(consumer, tp, end - count, end)
+            if [r.key for r in records] != [f"shard-{shard}/{i}".encode() for i in range(count)]:
+                log.warning("the newest snapshot of partition %d is incomplete; starting it cold", shard)
+                return None
+            return b"".join(r.value or b"" for r in records)
+        finally:
+            await consumer.stop()
+
+    async def _ensure_topic(self, partitions: int) -> None:
+        admin = AIOKafkaAdminClient(**client_options(self.settings))
+        await admin.start()
+        try:
+            configs = {
+                "cleanup.policy": "compact",
+                "max.message.bytes": str(2 * self.chunk),
+                "min.compaction.lag.ms": "60000",
+            }
+            topic = NewTopic(
+                self.topic, partitions, self.settings.state_replication_factor, topic_configs=configs
+            )
+            response = await admin.create_topics([topic])
+            for name, code, *rest in response.topic_errors:
+                if code and code != TopicAlreadyExistsError.errno:
+                    raise for_code(code)(f"create state topic {name}: {rest[0] if rest else ''}")
+            have = await _partition_count(admin, self.topic)
+            if have < partitions:
+                raise RuntimeError(f"state topic {self.topic} has {have} partitions; need {partitions}")
+        finally:
+            await admin.close()
+
+
+async def _read(consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int) -> list[ConsumerRecord]:
+    """Records of `tp` with offsets in [start, end)."""
+    consumer.seek(tp, start)
+    records: list[ConsumerRecord] = []
+    while await consumer.position(tp) < end:
+        batch = await consumer.getmany(tp, timeout_ms=1000)
+        records += [r for r in batch.get(tp, []) if start <= r.offset < end]
+    return records
+
+
+async def _partition_count(admin: Any, topic: str, wait_s: float = 15.0) -> int:
+    """Partitions of `topic`, waiting out the moment a just-created topic has no metadata yet."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        [desc] = await admin.describe_topics([topic])
+        if desc["partitions"] or asyncio.get_running_loop().time() > deadline:
+            return len(desc["partitions"])
+        await asyncio.sleep(0.1)
