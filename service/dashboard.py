@@ -57,23 +57,24 @@ def _floats(values: np.ndarray) -> list[float | None]:
 
 
 def current_scores(state: ServiceState) -> Scores:
-    """Scores at the last fusion tick; entities seen since then have no score yet (None)."""
-    p = state.pipeline
-    scores = _floats(score01(p.fused_scores, p.config.lifecycle.fire))
+    """Scores at the last fusion tick of every owned partition; entities not yet scored are None."""
     nodes: dict[str, NodeScores] = {}
-    for eid, ent in enumerate(p.registry.entities):
-        row = nodes.setdefault(ent.node, NodeScores(node=ent.node, score=None, gpus=[]))
-        score = scores[eid] if eid < len(scores) else None
-        if ent.gpu is None:
-            row.score = score
-        else:
-            row.gpus.append(GpuScore(gpu=ent.gpu, score=score))
+    last_tick = -np.inf
+    for p in state.pipelines():
+        scores = _floats(score01(p.fused_scores, p.config.lifecycle.fire))
+        for eid, ent in enumerate(p.registry.entities):
+            row = nodes.setdefault(ent.node, NodeScores(node=ent.node, score=None, gpus=[]))
+            score = scores[eid] if eid < len(scores) else None
+            if ent.gpu is None:
+                row.score = score
+            else:
+                row.gpus.append(GpuScore(gpu=ent.gpu, score=score))
+        last_tick = max(last_tick, p.fusion.last_tick)
     for row in nodes.values():
         row.gpus.sort(key=lambda g: g.gpu)
-    tick = p.fusion.last_tick
     return Scores(
-        cluster=p.config.cluster,
-        tick=rfc3339(tick) if np.isfinite(tick) else None,
+        cluster=state.pipeline.config.cluster,
+        tick=rfc3339(last_tick) if np.isfinite(last_tick) else None,
         nodes=sorted(nodes.values(), key=lambda n: n.node),
     )
 

@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
@@ -49,16 +48,8 @@ class ServiceState:
 
     @classmethod
     def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
-        state = cls(pipeline, Telemetry(CollectorRegistry(), pipeline), history=ScoreHistory(history_ticks))
+        state: ServiceState
+        telemetry = Telemetry(CollectorRegistry(), lambda: state.pipelines())  # bound late: shards change
+        state = cls(pipeline, telemetry, history=ScoreHistory(history_ticks))
         pipeline.tick_listeners.append(state.history.record)
-        state._gauges_over_partitions()
         return state
-
-    def _gauges_over_partitions(self) -> None:
-        """Series counts add up over the partitions; the watermark is the slowest partition's."""
-        t = self.telemetry
-        t.series.set_function(lambda: sum(len(p.registry) for p in self.pipelines()))
-        t.series_refused.set_function(lambda: sum(p.registry.refused for p in self.pipelines()))
-        t.watermark.set_function(
-            lambda: min((p.watermark for p in self.pipelines() if np.isfinite(p.watermark)), default=0.0)
-        )

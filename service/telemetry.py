@@ -6,7 +6,7 @@ keeping a `Gauge.labels()` child per GPU in step with the arrays.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -21,13 +21,13 @@ LEAD_TIME_BUCKETS = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600)
 
 
 class FusedScoreCollector(Collector):
-    """`prexid_gpu_fused_score` and `prexid_node_fused_score` (0..1; 0.5 = firing threshold)."""
+    """`prexid_gpu_fused_score`, `prexid_node_fused_score` (0..1; 0.5 = firing threshold) and the
+    cluster score, over every pipeline this process runs (one per owned partition under `prexid run`)."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
+        self.pipelines = pipelines
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        p = self.pipeline
         gpu = GaugeMetricFamily(
             "prexid_gpu_fused_score",
             "Fused anomaly score of a GPU, 0..1; 0.5 is the firing threshold",
@@ -38,32 +38,37 @@ class FusedScoreCollector(Collector):
             "Fused anomaly score of a node's own signals, 0..1",
             labels=["cluster", "node"],
         )
-        scores = score01(p.fused_scores, p.config.lifecycle.fire)
-        cluster = p.config.cluster
-        for eid, score in enumerate(np.asarray(scores).tolist()):
-            ent = p.registry.entities[eid]
-            if ent.gpu is None:
-                node.add_metric([cluster, ent.node], score)
-            else:
-                gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
+        pipelines = self.pipelines()
+        for p in pipelines:
+            cluster = p.config.cluster
+            scores = score01(p.fused_scores, p.config.lifecycle.fire)
+            for eid, score in enumerate(np.asarray(scores).tolist()):
+                ent = p.registry.entities[eid]
+                if ent.gpu is None:
+                    node.add_metric([cluster, ent.node], score)
+                else:
+                    gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
         yield gpu
         yield node
         yield GaugeMetricFamily(
             "prexid_cluster_fused_score",
-            "Cluster-wide fault score, 0..1; 0.5 is the firing threshold",
-            value=float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0]),
+            "Cluster-wide fault score, 0..1; 0.5 is the firing threshold (max over owned partitions)",
+            value=max(
+                (float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0]) for p in pipelines),
+                default=0.0,
+            ),
         )
         yield CounterMetricFamily(
             "prexid_alerts_rate_limited",
             "Alert firings withheld because their entity exceeded its hourly cap",
-            value=p.rate_limit.withheld,
+            value=sum(p.rate_limit.withheld for p in pipelines),
         )
 
 
 class Telemetry:
     """prexid's own metrics on an injected registry (tests get a fresh one each)."""
 
-    def __init__(self, registry: CollectorRegistry, pipeline: Pipeline) -> None:
+    def __init__(self, registry: CollectorRegistry, pipelines: Callable[[], list[Pipeline]]) -> None:
         self.registry = registry
         self.samples = Counter("prexid_samples", "Metric samples decoded", registry=registry)
         self.kernel_lines = Counter("prexid_kernel_lines", "Kernel log lines decoded", registry=registry)
@@ -107,21 +112,23 @@ class Telemetry:
             registry=registry,
         )
         self.series = Gauge("prexid_series", "Series known to this process", registry=registry)
-        self.series.set_function(lambda: len(pipeline.registry))
+        self.series.set_function(lambda: sum(len(p.registry) for p in pipelines()))
         self.series_refused = Gauge(
             "prexid_series_refused",
             "New series refused by the cardinality limit since start",
             registry=registry,
         )
-        self.series_refused.set_function(lambda: pipeline.registry.refused)
+        self.series_refused.set_function(lambda: sum(p.registry.refused for p in pipelines()))
         self.batch_seconds = Histogram(
             "prexid_batch_duration_seconds", "Time to process one consumed batch", registry=registry
         )
         self.watermark = Gauge(
             "prexid_event_time_watermark_seconds", "Event-time watermark of the pipeline", registry=registry
         )
-        self.watermark.set_function(lambda: pipeline.watermark if np.isfinite(pipeline.watermark) else 0.0)
-        registry.register(FusedScoreCollector(pipeline))
+        self.watermark.set_function(  # the slowest partition's
+            lambda: min((p.watermark for p in pipelines() if np.isfinite(p.watermark)), default=0.0)
+        )
+        registry.register(FusedScoreCollector(pipelines))
 
     def observe_alerts(self, alerts: list[Alert]) -> None:
         for a in alerts:

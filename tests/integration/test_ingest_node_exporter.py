@@ -97,7 +97,7 @@ def test_every_sample_of_a_real_scrape_is_decoded(scrape: bytes) -> None:
 def test_the_scrape_through_the_processor_counts_every_sample(scrape: bytes) -> None:
     pipeline = Pipeline()
     registry = CollectorRegistry()
-    processor = Processor(pipeline, Telemetry(registry, pipeline), "auto", "auto")
+    processor = Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto")
     out = processor.process([Message(scrape, time.time(), "scrapes", 0, 0, key=b"node-x")], [], backlogged=())
     expected = sum(len(f.samples) for f in text_string_to_metric_families(scrape.decode()))
     assert out.dead_letters == []

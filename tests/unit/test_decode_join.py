@@ -19,7 +19,7 @@ DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="GPU-1b2c7a0e-1111-2222-3333-444455556666",pci
 
 def test_an_xid_after_a_dcgm_scrape_is_about_the_right_gpu() -> None:
     pipeline = Pipeline()
-    processor = Processor(pipeline, Telemetry(CollectorRegistry(), pipeline), "auto", "auto")
+    processor = Processor(pipeline, Telemetry(CollectorRegistry(), lambda: [pipeline]), "auto", "auto")
     out = processor.process(
         [Message(DCGM_SCRAPE, T0, "scrapes", 0, 0, key=b"node-17.dc1.example.com:9400")],
         [

@@ -62,7 +62,7 @@ def test_out_of_order_and_duplicate_counter_samples_are_ignored() -> None:
 def processor(max_series: int = 2_000_000) -> tuple[Processor, CollectorRegistry]:
     pipeline = Pipeline(PipelineConfig(max_series=max_series))
     registry = CollectorRegistry()
-    return Processor(pipeline, Telemetry(registry, pipeline), "auto", "auto"), registry
+    return Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto"), registry
 
 
 def test_a_message_with_no_samples_is_an_empty_dead_letter_and_counted() -> None:
@@ -106,7 +106,7 @@ def test_per_topic_formats_override_the_stream_default() -> None:
     pipeline = Pipeline()
     proc = Processor(
         pipeline,
-        Telemetry(CollectorRegistry(), pipeline),
+        Telemetry(CollectorRegistry(), lambda: [pipeline]),
         "prom_kafka_adapter",
         "syslog",
         {"scrapes": "prom_text", "dmesg": "dmesg"},

@@ -115,7 +115,7 @@ def test_log_decoders_raise_only_decode_errors(fmt: str, payload: bytes, host: s
 def test_every_message_is_decoded_or_dead_lettered(metrics: list[bytes], logs: list[bytes]) -> None:
     pipeline = Pipeline()
     registry = CollectorRegistry()
-    processor = Processor(pipeline, Telemetry(registry, pipeline), "auto", "auto")
+    processor = Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto")
     out = processor.process(
         [Message(m, REF, "metrics", 0, i) for i, m in enumerate(metrics)],
         [Message(x, REF, "logs", 0, i) for i, x in enumerate(logs)],
