@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
 from detectors.signals import (
+    HARD_ERROR_FAMILIES,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
     SHARED_CAUSE_FAMILIES,
@@ -37,6 +38,11 @@ class FusionConfig:
     vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
     workload_cap: float = 4.0  # the job's own signals: a second opinion, never the main evidence
+    # Hard error families may page alone once their errors are surprising on `sustain_ticks` ticks in a
+    # row (a ramp, not one burst of a leaky part).
+    hard_error_cap: float = 9.0
+    sustain_ticks: int = 4
+    sustain_surprise: float = 4.0
     # A family voting on several entities of one level (GPUs, or nodes) at once has a shared cause: at
     # least `shared_min_votes` of that level and `shared_share` of those carrying it. Hysteresis: it
     # stays shared until votes fall below half of that.
@@ -73,6 +79,8 @@ class Fusion:
         self.top_value = np.full((0, N_FAMILIES), np.nan)
         self.top_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # the top series is above its baseline
         self.last_tick = -np.inf
+        self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
+        self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # ticks in a row with fresh evidence
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
@@ -92,6 +100,8 @@ class Fusion:
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
         self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
+        self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
@@ -106,6 +116,7 @@ class Fusion:
         flat = self.held.reshape(-1)
         cells = ent * N_FAMILIES + fam
         np.maximum.at(flat, cells, s)
+        np.maximum.at(self.fresh.reshape(-1), cells, s)
         won = s >= flat[cells]
         self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
         self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
@@ -129,6 +140,8 @@ class Fusion:
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
+        self.streak = np.where(self.fresh >= cfg.sustain_surprise, self.streak + 1, 0).astype(np.int32)
+        self.fresh[:] = 0.0
         fused = self.fused()
         self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
         self.decay(cfg.step_s)
@@ -192,10 +205,12 @@ class Fusion:
     def fused(self) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
         workload families (utilisation, power, host load move together) counting as one vote."""
-        capped = np.minimum(self.held, self.config.family_cap)
-        votes = np.where(capped >= self.config.vote_min, capped, 0.0)
+        cfg = self.config
+        sustained = (self.streak >= cfg.sustain_ticks) & _mask(HARD_ERROR_FAMILIES)
+        capped = np.minimum(self.held, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
+        votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         workload = _mask(WORKLOAD_FAMILIES)
-        job = np.minimum(votes[:, workload].max(axis=1, initial=0.0), self.config.workload_cap)
+        job = np.minimum(votes[:, workload].max(axis=1, initial=0.0), cfg.workload_cap)
         fused: Floats = votes[:, ~workload].sum(axis=1) + job
         return fused
 
@@ -220,6 +235,8 @@ class Fusion:
             "common": self.common,
             "shared_levels": self.shared_levels,
             "workload_shift_at": np.array([self.workload_shift_at]),
+            "fresh": self.fresh,
+            "streak": self.streak,
             "parent": self.parent,
         }
 
@@ -233,4 +250,6 @@ class Fusion:
         self.common = np.array(arrays["common"], dtype=bool)
         self.shared_levels = np.array(arrays["shared_levels"], dtype=bool)
         self.workload_shift_at = float(arrays["workload_shift_at"][0])
+        self.fresh = np.array(arrays["fresh"], dtype=np.float64)
+        self.streak = np.array(arrays["streak"], dtype=np.int32)
         self.parent = np.array(arrays["parent"], dtype=np.int64)

@@ -40,6 +40,9 @@ SHARED_CAUSE_FAMILIES = frozenset(
 # Families that stay with the GPU that reported them even when its neighbours report too: ECC and
 # Xids are per-device hardware facts, never a phase of the job.
 PER_DEVICE_FAMILIES = frozenset({Family.MEMORY_ECC, Family.XID})
+# Hardware error families: counters that stay flat on healthy parts. Errors growing strongly scrape
+# after scrape are a precursor by themselves (SBE storms before a DBE, replay storms before a link drops).
+HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})
