@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help venv demo test unit lint typecheck kafka-start kafka-stop clean
+.PHONY: help venv demo test unit lint typecheck evaluate kafka-start kafka-stop clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,6 +33,11 @@ unit: $(STAMP) ## unit tests only (no external services)
 
 test: lint typecheck ## the whole suite: lint, types, unit and real-broker integration tests
 	$(BIN)/pytest
+
+evaluate: $(STAMP) ## simulate 7 days of a 63x8 cluster, replay prexid and the baselines, write runs/d7/report
+	$(BIN)/prexid simulate --out runs/d7 --days $${DAYS:-7}
+	$(BIN)/prexid replay runs/d7 --out runs/d7/alerts.jsonl --baselines
+	$(BIN)/prexid evaluate --alerts runs/d7/alerts.jsonl --labels runs/d7/labels.jsonl --report runs/d7/report
 
 kafka-start: ## start the local single-node Kafka broker (KRaft) on 127.0.0.1:19092
 	deploy/kafka/kafka.sh start
