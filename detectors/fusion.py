@@ -210,8 +210,18 @@ class Fusion:
         capped = np.minimum(self.held, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         workload = _mask(WORKLOAD_FAMILIES)
-        job = np.minimum(votes[:, workload].max(axis=1, initial=0.0), cfg.workload_cap)
-        fused: Floats = votes[:, ~workload].sum(axis=1) + job
+        # heat that rises with power is the load's: then thermal joins the workload vote
+        hot_load = (
+            (votes[:, Family.POWER] > 0)
+            & self.top_rising[:, Family.POWER]
+            & self.top_rising[:, Family.THERMAL]
+        )
+        thermal = votes[:, Family.THERMAL]
+        job = np.minimum(
+            np.maximum(votes[:, workload].max(axis=1, initial=0.0), np.where(hot_load, thermal, 0.0)),
+            cfg.workload_cap,
+        )
+        fused: Floats = votes[:, ~workload].sum(axis=1) - np.where(hot_load, thermal, 0.0) + job
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

@@ -132,6 +132,7 @@ CATALOG: dict[str, SignalSpec] = {
         "node_mountstats_nfs_write_bytes_total",
         "node_disk_read_bytes_total",
         "node_disk_written_bytes_total",
+        "node_disk_io_time_seconds_total",  # a busy disk is a busy job; contention shows in PSI io
     ),
     **_specs(
         F.HOST,
@@ -178,7 +179,6 @@ CATALOG: dict[str, SignalSpec] = {
         "node_mountstats_nfs_operations_queue_time_seconds_total",
         "node_mountstats_nfs_operations_response_time_seconds_total",
         "node_mountstats_nfs_operations_request_time_seconds_total",
-        "node_disk_io_time_seconds_total",
         "node_pressure_io_waiting_seconds_total",
         "node_pressure_io_stalled_seconds_total",
     ),
