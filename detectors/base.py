@@ -78,6 +78,13 @@ class SeriesState:
         for k, v in fields.items():
             self.arrays[k][sel] = v[where]
 
+    def read(self, key: str, ids: Ids) -> Floats:
+        """One field for these series; NaN for ids never seen (beyond the arrays)."""
+        out = np.full(len(ids), np.nan)
+        known = ids < self.capacity
+        out[known] = self.arrays[key][ids[known]]
+        return out
+
     def nbytes_per_series(self) -> int:
         return 8 * len(self.arrays)
 

@@ -133,10 +133,7 @@ class DriftCusum:
             st["ref"][gone], st["hi"][gone], st["lo"][gone] = x[restart], 0.0, 0.0
 
     def baseline(self, ids: Ids) -> Floats:
-        out = np.full(len(ids), np.nan)
-        known = ids < self.state.capacity
-        out[known] = self.state["ref"][ids[known]]
-        return out
+        return self.state.read("ref", ids)
 
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()

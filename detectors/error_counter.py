@@ -67,10 +67,7 @@ class ErrorCounterSurprise:
         return p
 
     def baseline(self, ids: Ids) -> Floats:
-        out = np.full(len(ids), np.nan)
-        known = ids < self.state.capacity
-        out[known] = self.state["last"][ids[known]]
-        return out
+        return self.state.read("last", ids)
 
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()

@@ -85,10 +85,7 @@ class Flatline:
 
     def baseline(self, ids: Ids) -> Floats:
         """A stuck series' explanation is the value it is stuck at."""
-        out = np.full(len(ids), np.nan)
-        known = ids < self.state.capacity
-        out[known] = self.state["prev"][ids[known]]
-        return out
+        return self.state.read("prev", ids)
 
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()

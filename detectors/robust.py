@@ -80,10 +80,7 @@ class RobustDeviation:
         return p
 
     def baseline(self, ids: Ids) -> Floats:
-        out = np.full(len(ids), np.nan)
-        known = ids < self.state.capacity
-        out[known] = self.state["center"][ids[known]]
-        return out
+        return self.state.read("center", ids)
 
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()

@@ -99,10 +99,7 @@ class Staleness:
 
     def baseline(self, ids: Ids) -> Floats:
         """The expected scrape interval, in seconds."""
-        out = np.full(len(ids), np.nan)
-        known = ids < self.state.capacity
-        out[known] = self.state["interval"][ids[known]]
-        return out
+        return self.state.read("interval", ids)
 
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()
