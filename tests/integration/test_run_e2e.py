@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kafka_broker import TopicFactory
+from traffic import read_until
 
 from service.cli import build
 from service.demo_sim import DemoCluster, DemoFault, simulate
@@ -63,23 +63,6 @@ def settings_for(bootstrap: str, topics: dict[str, str], group: str) -> Settings
         dead_letter_topic=topics["dead"],
         batch_max_records=2000,
     )
-
-
-async def read_until(
-    bootstrap: str, topic: str, until: Callable[[list[Any]], bool], limit_s: float = 90.0
-) -> list[Any]:
-    """Records of `topic` from the start, until `until(records)` holds (fails after `limit_s`)."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    records: list[Any] = []
-    try:
-        async with asyncio.timeout(limit_s):
-            while not until(records):
-                batch = await consumer.getmany(timeout_ms=500)
-                records += [r for recs in batch.values() for r in recs]
-    finally:
-        await consumer.stop()
-    return records
 
 
 async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
