@@ -21,6 +21,7 @@ from detectors.bank import Evidence
 from detectors.base import Floats, Ids
 from detectors.signals import (
     HARD_ERROR_FAMILIES,
+    LOAD_COUPLED,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
     SHARED_CAUSE_FAMILIES,
@@ -204,24 +205,22 @@ class Fusion:
 
     def fused(self) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
-        workload families (utilisation, power, host load move together) counting as one vote."""
+        workload families (utilisation, power, host load move together) counting as one vote, joined by
+        any load-coupled family moving the same way as the load on that entity (`LOAD_COUPLED`)."""
         cfg = self.config
         sustained = (self.streak >= cfg.sustain_ticks) & _mask(HARD_ERROR_FAMILIES)
         capped = np.minimum(self.held, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
-        workload = _mask(WORKLOAD_FAMILIES)
-        # heat that rises with power is the load's: then thermal joins the workload vote
-        hot_load = (
-            (votes[:, Family.POWER] > 0)
-            & self.top_rising[:, Family.POWER]
-            & self.top_rising[:, Family.THERMAL]
-        )
-        thermal = votes[:, Family.THERMAL]
-        job = np.minimum(
-            np.maximum(votes[:, workload].max(axis=1, initial=0.0), np.where(hot_load, thermal, 0.0)),
-            cfg.workload_cap,
-        )
-        fused: Floats = votes[:, ~workload].sum(axis=1) - np.where(hot_load, thermal, 0.0) + job
+        job = votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0)
+        independent = votes[:, ~_mask(WORKLOAD_FAMILIES)].sum(axis=1)
+        for family, loads in LOAD_COUPLED.items():
+            with_load = np.zeros(len(votes), dtype=bool)
+            for load in loads:
+                with_load |= (votes[:, load] > 0) & (self.top_rising[:, load] == self.top_rising[:, family])
+            coupled = np.where(with_load, votes[:, family], 0.0)
+            job = np.maximum(job, coupled)
+            independent -= coupled
+        fused: Floats = independent + np.minimum(job, cfg.workload_cap)
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

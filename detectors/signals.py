@@ -46,6 +46,14 @@ HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})
+# Families that follow the load through physics: heat follows power and activity, a node's storage
+# latency follows the I/O it issues itself. Moving the same way as one of their load families on the
+# same entity, they are the load's (one workload vote); against the load (hotter while power is steady
+# or falling, slower storage while the node moves fewer bytes) they are evidence of their own.
+LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
+    Family.THERMAL: (Family.POWER, Family.UTILIZATION),
+    Family.STORAGE_IO: (Family.UTILIZATION, Family.HOST),
+}
 
 
 class Kind(IntEnum):

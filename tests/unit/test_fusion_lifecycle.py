@@ -140,3 +140,39 @@ def test_one_sick_gpu_of_a_two_gpu_node_stays_a_gpu_fault() -> None:
     fused = f.evaluate(0.0)
     assert fused[1] == 12.0
     assert fused[0] == 0.0
+
+
+def directed(
+    families: list[Family], p: list[float], rising: list[bool]
+) -> tuple[Evidence, np.ndarray, np.ndarray]:
+    """Evidence on entity 0, each family's series above (True) or below its baseline."""
+    n = len(p)
+    ev = Evidence(np.arange(n, dtype=np.int64), np.zeros(n), np.ones(n), np.array(p), np.array(rising))
+    return ev, np.zeros(n, dtype=np.int64), np.array(families, dtype=np.uint8)
+
+
+def test_storage_latency_rising_with_the_nodes_own_io_is_the_load_not_a_fault() -> None:
+    f = Fusion()
+    f.ensure(2)
+    f.ingest(*directed([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, True]))
+    assert f.evaluate(0.0)[0] == FusionConfig().workload_cap
+
+
+def test_storage_latency_rising_while_the_node_moves_fewer_bytes_counts_on_its_own() -> None:
+    f = Fusion()
+    f.ensure(2)
+    f.ingest(*directed([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
+    cfg = FusionConfig()
+    assert f.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+
+
+def test_heat_falling_as_the_job_stops_is_the_load_and_heat_against_it_is_not() -> None:
+    cfg = FusionConfig()
+    job_stop = Fusion()
+    job_stop.ensure(2)
+    job_stop.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [False, False]))
+    assert job_stop.evaluate(0.0)[0] == cfg.workload_cap
+    cooling = Fusion()  # hotter while the GPU does less: a cooling fault, its own vote
+    cooling.ensure(2)
+    cooling.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
+    assert cooling.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
