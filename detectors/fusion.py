@@ -135,7 +135,8 @@ class Fusion:
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
-        self.lift_node_causes()
+        coupled = self.load_coupled()
+        self.lift_node_causes(coupled)
         self.common = self.common_mode()
         if (self.common & _mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
@@ -143,7 +144,7 @@ class Fusion:
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
         self.streak = np.where(self.fresh >= cfg.sustain_surprise, self.streak + 1, 0).astype(np.int32)
         self.fresh[:] = 0.0
-        fused = self.fused()
+        fused = self.fused(coupled)
         self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
         self.decay(cfg.step_s)
         self.last_tick = tick
@@ -169,13 +170,32 @@ class Fusion:
         self.shared_levels = shared
         return np.asarray(shared.any(axis=0))
 
-    def lift_node_causes(self) -> None:
+    def load_coupled(self) -> NDArray[np.bool_]:
+        """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load
+        families on the same entity: the load's evidence, not the family's own.
+
+        Judged before shared causes are cleared and node causes lifted, so a checkpoint's I/O (cleared as
+        shared a moment later) still explains the latency it caused, and the heat of a job starting on
+        every GPU of a node is not credited to the node as a cooling fault.
+        """
+        voting = self.held >= self.config.vote_min
+        out = np.zeros_like(voting)
+        for family, loads in LOAD_COUPLED.items():
+            for load in loads:
+                out[:, family] |= (
+                    voting[:, family]
+                    & voting[:, load]
+                    & (self.top_rising[:, load] == self.top_rising[:, family])
+                )
+        return out
+
+    def lift_node_causes(self, coupled: NDArray[np.bool_]) -> None:
         """Move evidence shared by most of a node's GPUs up to the node entity.
 
         Several GPUs of one node moving together (a PCIe or NVLink switch, the node's cooling) are one
         node fault, not several GPU faults: a shared-cause family is credited to the node entity and
-        cleared from its GPUs; a workload family (a single-node job's phase) is only cleared; per-device
-        families (ECC, Xid) stay with their GPU.
+        cleared from its GPUs; a workload or load-coupled family (a single-node job's phase) is only
+        cleared; per-device families (ECC, Xid) stay with their GPU.
         """
         gpus = np.flatnonzero(self.parent >= 0)
         if not len(gpus):
@@ -191,7 +211,7 @@ class Fusion:
         if not moved.any():
             return
         shared, per_device = _mask(SHARED_CAUSE_FAMILIES), _mask(PER_DEVICE_FAMILIES)
-        rows, fams = np.nonzero(moved & shared)
+        rows, fams = np.nonzero(moved & shared & ~coupled[gpus])  # a load-coupled move is the job's
         credit = self.held[gpus[rows], fams]
         cells = nodes[rows] * N_FAMILIES + fams
         flat = self.held.reshape(-1)
@@ -203,24 +223,18 @@ class Fusion:
         clear_rows, clear_fams = np.nonzero(moved & ~per_device)
         self.held[gpus[clear_rows], clear_fams] = 0.0
 
-    def fused(self) -> Floats:
+    def fused(self, coupled: NDArray[np.bool_]) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
         workload families (utilisation, power, host load move together) counting as one vote, joined by
-        any load-coupled family moving the same way as the load on that entity (`LOAD_COUPLED`)."""
+        the load-coupled cells (`load_coupled`)."""
         cfg = self.config
         sustained = (self.streak >= cfg.sustain_ticks) & _mask(HARD_ERROR_FAMILIES)
         capped = np.minimum(self.held, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
-        job = votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0)
-        independent = votes[:, ~_mask(WORKLOAD_FAMILIES)].sum(axis=1)
-        for family, loads in LOAD_COUPLED.items():
-            with_load = np.zeros(len(votes), dtype=bool)
-            for load in loads:
-                with_load |= (votes[:, load] > 0) & (self.top_rising[:, load] == self.top_rising[:, family])
-            coupled = np.where(with_load, votes[:, family], 0.0)
-            job = np.maximum(job, coupled)
-            independent -= coupled
-        fused: Floats = independent + np.minimum(job, cfg.workload_cap)
+        load = np.where(coupled, votes, 0.0)
+        own = np.where(coupled, 0.0, votes)
+        job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
+        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES)].sum(axis=1) + np.minimum(job, cfg.workload_cap)
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

@@ -46,8 +46,13 @@ def test_a_family_moving_on_most_entities_is_common_mode_and_cleared() -> None:
     f = Fusion()
     f.ensure(10)
     ents = list(range(10))
-    f.ingest(*evidence(ents, [Family.UTILIZATION] * 10, [1e-12] * 10))  # a checkpoint dip everywhere
-    f.ingest(*evidence([4], [Family.THERMAL], [1e-6]))
+    dip = Evidence(
+        np.arange(10, dtype=np.int64), np.zeros(10), np.ones(10), np.full(10, 1e-12), np.zeros(10, bool)
+    )
+    f.ingest(
+        dip, np.array(ents, dtype=np.int64), np.full(10, Family.UTILIZATION, dtype=np.uint8)
+    )  # a checkpoint
+    f.ingest(*evidence([4], [Family.THERMAL], [1e-6]))  # hotter while the job dips: not the load's
     fused = f.evaluate(0.0)
     assert fused[4] == 6.0  # thermal alone; utilisation is explained by the cluster
     assert f.common[Family.UTILIZATION]
@@ -176,3 +181,27 @@ def test_heat_falling_as_the_job_stops_is_the_load_and_heat_against_it_is_not() 
     cooling.ensure(2)
     cooling.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
     assert cooling.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+
+
+def test_heat_of_a_job_starting_on_every_gpu_of_a_node_is_not_credited_to_the_node() -> None:
+    f = Fusion()
+    f.ensure(9)
+    f.parent[1:9] = 0  # entity 0 is the node, 1..8 its GPUs
+    gpus = list(range(1, 9))
+    n = len(gpus)
+    ev = Evidence(np.arange(2 * n, dtype=np.int64), np.zeros(2 * n), np.ones(2 * n), np.full(2 * n, 1e-12))
+    families = np.array([Family.THERMAL] * n + [Family.UTILIZATION] * n, dtype=np.uint8)
+    f.ingest(ev, np.array(gpus + gpus, dtype=np.int64), families)
+    fused = f.evaluate(0.0)
+    assert fused[0] < 8.0 and (fused[1:] < 8.0).all()
+    assert f.at_tick[0, Family.THERMAL] == 0.0
+
+
+def test_heat_on_every_gpu_of_a_node_with_no_load_change_is_the_nodes_cooling() -> None:
+    f = Fusion()
+    f.ensure(9)
+    f.parent[1:9] = 0
+    gpus = list(range(1, 9))
+    f.ingest(*evidence(gpus, [Family.THERMAL] * 8, [1e-12] * 8))
+    f.evaluate(0.0)
+    assert f.at_tick[0, Family.THERMAL] > 0.0
