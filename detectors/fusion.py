@@ -1,10 +1,12 @@
 """Multi-signal fusion: per-entity evidence by signal family, combined across families per tick.
 
 Within a family the strongest series speaks for it (the correlated metrics of one GPU are one vote, not
-many); across families, capped surprises (-log10 p) of the families that clear `vote_min` are summed,
-so two independent families at p=1e-4 weigh as much as one at 1e-8. Family evidence is max-held and
-decays with an event-time half-life, which is what lets scrapes of different series, arriving a few
-seconds apart, meet in one vote.
+many), its surprise lowered by log10 of the number of series it was the strongest of (Bonferroni: the
+smallest of 15 utilisation p-values is not as rare as the one PCIe replay counter's). Across families,
+capped surprises (-log10 p) of the families that clear `vote_min` are summed, so two independent
+families at p=1e-4 weigh as much as one at 1e-8. Family evidence is max-held and decays with an
+event-time half-life, which is what lets scrapes of different series, arriving a few seconds apart,
+meet in one vote.
 
 Entities are GPUs and nodes alike (a node's own series, node-exporter's, form the node entity); the
 registry decides which entity a series belongs to.
@@ -84,6 +86,7 @@ class Fusion:
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # ticks in a row with fresh evidence
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
+        self.n_series = np.zeros((0, N_FAMILIES), dtype=np.int64)  # ... and how many (`add_series`)
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
         self.shared_levels = np.zeros((2, N_FAMILIES), dtype=bool)  # ... at the GPU / node level
@@ -100,15 +103,25 @@ class Fusion:
         self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
         self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.n_series = np.vstack([self.n_series, np.zeros((grow, N_FAMILIES), dtype=np.int64)])
         self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
+    def add_series(self, entity: Ids, family: NDArray[np.uint8]) -> None:
+        """Count newly registered series per (entity, family); each also counts for its entity's liveness
+        (staleness evidence of any series lands there)."""
+        known = (entity >= 0) & (family < N_FAMILIES)
+        ent, fam = entity[known], family[known].astype(np.int64)
+        np.add.at(self.n_series, (ent, fam), 1)
+        np.add.at(self.n_series[:, Family.LIVENESS], ent[fam != Family.LIVENESS], 1)
+
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
-        s = surprise(ev.p)
         known = entity >= 0
+        ent, fam = np.where(known, entity, 0), family.astype(np.int64)
+        s = np.maximum(surprise(ev.p) - np.log10(np.maximum(self.n_series[ent, fam], 1)), 0.0)
         self.present[entity[known], family[known]] = True
         hot = (s > 0) & known
         if not hot.any():
@@ -255,6 +268,7 @@ class Fusion:
             "top_rising": self.top_rising,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
+            "n_series": self.n_series,
             "common": self.common,
             "shared_levels": self.shared_levels,
             "workload_shift_at": np.array([self.workload_shift_at]),
@@ -270,6 +284,7 @@ class Fusion:
         self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
+        self.n_series = np.array(arrays.get("n_series", self.present), dtype=np.int64)  # older snapshots
         self.common = np.array(arrays["common"], dtype=bool)
         self.shared_levels = np.array(arrays["shared_levels"], dtype=bool)
         self.workload_shift_at = float(arrays["workload_shift_at"][0])

@@ -99,6 +99,8 @@ class Pipeline:
                 new = np.arange(before, len(reg), dtype=np.int64)
                 self.bank.set_kinds(new, reg.kind_of[new])
                 self._set_groups(new)
+                self.fusion.ensure(len(reg.entities))
+                self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
             kept = ids >= 0
             self.buffer.add(ids[kept], ts[kept], values[kept])
             self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)

@@ -205,3 +205,15 @@ def test_heat_on_every_gpu_of_a_node_with_no_load_change_is_the_nodes_cooling() 
     f.ingest(*evidence(gpus, [Family.THERMAL] * 8, [1e-12] * 8))
     f.evaluate(0.0)
     assert f.at_tick[0, Family.THERMAL] > 0.0
+
+
+def test_the_strongest_of_many_series_counts_for_less_than_a_lone_series_at_the_same_p() -> None:
+    f = Fusion()
+    f.ensure(2)
+    f.add_series(np.zeros(15, dtype=np.int64), np.full(15, Family.UTILIZATION, dtype=np.uint8))
+    f.add_series(np.ones(1, dtype=np.int64), np.full(1, Family.PCIE, dtype=np.uint8))
+    f.ingest(*evidence([0, 1], [Family.UTILIZATION, Family.PCIE], [1e-3, 1e-3]))
+    f.evaluate(0.0)
+    assert f.voting_families(0) == []  # 3 - log10(15) < vote_min: one of 15 at p=1e-3 is ordinary
+    assert f.voting_families(1) == [Family.PCIE]
+    assert f.n_series[0, Family.LIVENESS] == 15 and f.n_series[1, Family.LIVENESS] == 1
