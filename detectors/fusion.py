@@ -1,7 +1,7 @@
 """Multi-signal fusion: per-entity evidence by signal family, combined across families per tick.
 
 Within a family the strongest series speaks for it (the correlated metrics of one GPU are one vote, not
-many), its surprise lowered by log10 of the number of series it was the strongest of (Bonferroni: the
+many), its vote lowered by log10 of the number of series it was the strongest of (Bonferroni: the
 smallest of 15 utilisation p-values is not as rare as the one PCIe replay counter's). Across families,
 capped surprises (-log10 p) of the families that clear `vote_min` are summed, so two independent
 families at p=1e-4 weigh as much as one at 1e-8. Family evidence is max-held and decays with an
@@ -120,9 +120,8 @@ class Fusion:
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
+        s = surprise(ev.p)
         known = entity >= 0
-        ent, fam = np.where(known, entity, 0), family.astype(np.int64)
-        s = np.maximum(surprise(ev.p) - np.log10(np.maximum(self.n_series[ent, fam], 1)), 0.0)
         self.present[entity[known], family[known]] = True
         hot = (s > 0) & known
         if not hot.any():
@@ -158,8 +157,8 @@ class Fusion:
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
         self.streak = np.where(self.fresh >= cfg.sustain_surprise, self.streak + 1, 0).astype(np.int32)
         self.fresh[:] = 0.0
-        fused = self.fused(coupled)
-        self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
+        self.at_tick = self.corrected()  # what the vote saw, for explanations
+        fused = self.fused(self.at_tick, coupled)
         self.decay(cfg.step_s)
         self.last_tick = tick
         return fused
@@ -237,14 +236,23 @@ class Fusion:
         clear_rows, clear_fams = np.nonzero(moved & ~per_device)
         self.held[gpus[clear_rows], clear_fams] = 0.0
 
-    def fused(self, coupled: NDArray[np.bool_]) -> Floats:
+    def corrected(self) -> Floats:
+        """Held evidence less log10 of the series each family's strongest one was picked from.
+
+        Only the vote is corrected: whether a family moves on many entities at once (shared causes) or
+        with the load (coupling) is judged on the evidence as held, so a checkpoint that makes one of a
+        node's many network series jump is still recognised everywhere at once.
+        """
+        return np.maximum(self.held - np.log10(np.maximum(self.n_series, 1)), 0.0)
+
+    def fused(self, evidence: Floats, coupled: NDArray[np.bool_]) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
         workload families (utilisation, power, host load move together) counting as one vote, joined by
         the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
         workload vote is: it may page alone once sustained, as hardware errors may."""
         cfg = self.config
         sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
-        capped = np.minimum(self.held, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
+        capped = np.minimum(evidence, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
