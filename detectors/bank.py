@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Detector, Floats, Ids, pack_blobs, unpack_blobs
+from detectors.base import Detector, Floats, Ids, pack_blobs, rows, unpack_blobs
 from detectors.counter_rate import CounterRate
 from detectors.drift import DriftCusum
 from detectors.error_counter import ErrorCounterSurprise
@@ -75,28 +75,42 @@ class DetectorBank:
             self.multivariate.set_nodes(ids, nodes)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
-        p = np.ones(len(ids), dtype=np.float64)
-        known = (ids >= 0) & (ids < len(self.kinds))
-        kinds = np.where(known, self.kinds[np.where(known, ids, 0)], Kind.IGNORED)
+        if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < len(self.kinds):
+            kinds = self.kinds[rows(ids)]  # every id registered: the usual case, no masking
+        else:
+            known = (ids >= 0) & (ids < len(self.kinds))
+            kinds = np.where(known, self.kinds[np.where(known, ids, 0)], Kind.IGNORED)
         scored = kinds != Kind.IGNORED
-        if scored.any():
+        if scored.all():  # a whole batch of one kind is passed on as is, without copies
+            self.staleness.update(ids, ts, values)
+        elif scored.any():
             self.staleness.update(ids[scored], ts[scored], values[scored])
+        p = np.ones(len(ids), dtype=np.float64)
         rising = np.ones(len(ids), dtype=bool)
         peer = np.zeros(len(ids), dtype=bool)
         for kind, dets in self.detectors.items():
             mask = kinds == kind
-            if mask.any():
-                sub = (ids, ts, values) if mask.all() else (ids[mask], ts[mask], values[mask])
+            if mask.all():
+                rising = self._rising(kind, ids, ts, values)
+                p, peer = self._combine(dets, ids, ts, values)
+            elif mask.any():
+                sub = (ids[mask], ts[mask], values[mask])
                 rising[mask] = self._rising(kind, *sub)
-                smallest, by_peers = np.ones(len(sub[0])), np.ones(len(sub[0]))
-                for det in dets:
-                    p_det = det.update(*sub)
-                    if det is self.peer:
-                        by_peers = p_det
-                    np.minimum(smallest, p_det, out=smallest)
-                p[mask] = np.minimum(smallest * len(dets), 1.0)
-                peer[mask] = (by_peers <= smallest) & (by_peers < 1.0)
+                p[mask], peer[mask] = self._combine(dets, *sub)
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer=peer)
+
+    def _combine(
+        self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats
+    ) -> tuple[Floats, NDArray[np.bool_]]:
+        """Smallest p of the detectors times their count (Bonferroni), at most 1; and whether the peer
+        detector gave that smallest p (and any evidence at all)."""
+        smallest, by_peers = np.ones(len(ids)), np.ones(len(ids))
+        for det in dets:
+            p_det = det.update(ids, ts, values)
+            if det is self.peer:
+                by_peers = p_det
+            np.minimum(smallest, p_det, out=smallest)
+        return np.minimum(smallest * len(dets), 1.0), (by_peers <= smallest) & (by_peers < 1.0)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:
         """Whether each sample lies above its series' baseline, read before the update.

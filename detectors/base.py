@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 Ids = NDArray[np.int64]
 Floats = NDArray[np.float64]
+Index = Ids | slice  # series ids, or the same ids as a slice when they are a contiguous ascending range
 
 
 @runtime_checkable
@@ -68,18 +69,20 @@ class SeriesState:
     def __getitem__(self, key: str) -> Floats:
         return self.arrays[key]
 
-    def put(self, ids: Ids, where: NDArray[np.bool_], **fields: Floats) -> None:
+    def put(self, at: Index, where: NDArray[np.bool_], **fields: Floats) -> None:
         """Write each field's new values for the series where `where` holds (others keep theirs)."""
         if where.all():
             for k, v in fields.items():
-                self.arrays[k][ids] = v
+                self.arrays[k][at] = v
             return
-        sel = ids[where]
+        sel = subset(at, where)
         for k, v in fields.items():
             self.arrays[k][sel] = v[where]
 
     def read(self, key: str, ids: Ids) -> Floats:
         """One field for these series; NaN for ids never seen (beyond the arrays)."""
+        if len(ids) == 0 or int(ids.max()) < self.capacity:  # the usual case: one gather, no mask
+            return self.arrays[key][rows(ids)].copy()
         out = np.full(len(ids), np.nan)
         known = ids < self.capacity
         out[known] = self.arrays[key][ids[known]]
@@ -101,12 +104,36 @@ class SeriesState:
             self.arrays = {k: np.array(blob[k], dtype=np.float64) for k in self._defaults}
 
 
+def rows(ids: Ids) -> Index:
+    """`ids` as a slice when they are a contiguous ascending range (one exporter's scrape in registry
+    order), else as they are: state arrays are then read as views and written as block copies, which
+    costs a fifth of a gather or scatter by index array.
+
+    A slice read is a view: callers read every field they need before writing any of them.
+    """
+    n = len(ids)
+    if n == 0:
+        return ids
+    lo, hi = int(ids[0]), int(ids[-1])
+    if hi - lo != n - 1 or lo < 0 or not _increasing(ids):
+        return ids
+    return slice(lo, hi + 1)
+
+
+def subset(at: Index, where: NDArray[np.bool_] | NDArray[np.intp]) -> Ids:
+    """The ids of `at` selected by a mask or positions, as an array."""
+    if isinstance(at, slice):
+        return np.arange(at.start, at.stop, dtype=np.int64)[where]
+    return at[where]
+
+
 def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp] | slice]:
     """Split a batch into rounds in which every series appears once, oldest sample first.
 
     Fancy-index assignment keeps only one write per index, so a batch carrying two samples of the same
     series must be applied in rounds. A scrape batch has one sample per series: one round, the whole
-    batch as a slice (no copy), found with a bincount rather than a sort.
+    batch as a slice (no copy), found by one comparison when the ids ascend, else with a bincount
+    rather than a sort.
     """
     if len(ids) == 0:
         return
@@ -121,7 +148,13 @@ def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp] | slice]:
         yield order[rank == r]
 
 
+def _increasing(ids: Ids) -> bool:
+    return bool((ids[1:] > ids[:-1]).all())
+
+
 def _all_distinct(ids: Ids) -> bool:
+    if _increasing(ids):
+        return True
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo <= 8 * len(ids):
         return bool(np.bincount(ids - lo).max() <= 1)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState
+from detectors.base import Floats, Ids, Index, SeriesState, subset
 
 P_FLOOR = 1e-12
 _XI_MAX = 0.45
@@ -87,18 +87,18 @@ class TailCalibrator:
         log_tail = np.where(xi > 1e-6, -np.log1p(safe_xi * excess / sigma) / safe_xi, -excess / sigma)
         return np.asarray(np.exp(log_tail))
 
-    def tail(self, ids: Ids, scores: Floats) -> Floats:
+    def tail(self, ids: Index, scores: Floats) -> Floats:
         """P(score >= s) for each series under its fitted tail; 1 where the score is not finite."""
         u = self.threshold
         with np.errstate(invalid="ignore"):
             p = 1.0 - (1.0 - self.prior_rate) * np.clip(scores, 0.0, u) / u
             high = np.flatnonzero(scores > u)
         if len(high):
-            hi_ids = ids[high]
+            hi_ids = subset(ids, high)
             p[high] = self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u)
         return np.where(np.isfinite(scores), np.clip(p, P_FLOOR, 1.0), 1.0)
 
-    def learn(self, ids: Ids, scores: Floats, p: Floats) -> None:
+    def learn(self, ids: Index, scores: Floats, p: Floats) -> None:
         """Count each finite score (ids unique); excesses go through episodes (see the module doc)."""
         st = self.state
         ok = np.isfinite(scores)
@@ -106,7 +106,7 @@ class TailCalibrator:
         with np.errstate(invalid="ignore"):
             busy = np.flatnonzero(ok & ((scores > self.threshold) | (st["ek"][ids] > 0.0)))
         if len(busy):
-            self._episodes(ids[busy], scores[busy], p[busy])
+            self._episodes(subset(ids, busy), scores[busy], p[busy])
 
     def _episodes(self, ids: Ids, scores: Floats, p: Floats) -> None:
         """Grow open episodes; fold the ended ones (that never looked like a fault) into the tail."""
@@ -128,7 +128,7 @@ class TailCalibrator:
             st["m2"][c] = st["m2"][c] * decay + em2[commit]
             st["at"][c] = st["count"][c]
 
-    def score(self, ids: Ids, scores: Floats) -> Floats:
+    def score(self, ids: Index, scores: Floats) -> Floats:
         """Judge the scores (NaN: no judgement, p=1), then learn them."""
         p = self.tail(ids, scores)
         self.learn(ids, scores, p)

@@ -32,7 +32,17 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.base import (
+    Floats,
+    Ids,
+    Index,
+    SeriesState,
+    pack_blobs,
+    rows,
+    subset,
+    unique_rounds,
+    unpack_blobs,
+)
 from detectors.calibration import TailCalibrator
 
 Mask = NDArray[np.bool_]
@@ -115,8 +125,8 @@ class DriftCusum:
         return st.read("p", ids)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        st = self.state
-        ref, absdiff, prev, n, last = (st[k][ids] for k in ("ref", "absdiff", "prev", "n", "last_ts"))
+        st, at = self.state, rows(ids)
+        ref, absdiff, prev, n, last = (st[k][at] for k in ("ref", "absdiff", "prev", "n", "last_ts"))
         ok = np.isfinite(x) & (ts > last)
         first = ok & (n == 0)
         dt = np.where(np.isfinite(last), ts - last, 0.0)
@@ -124,12 +134,12 @@ class DriftCusum:
         with np.errstate(invalid="ignore"):
             z_raw = (x - ref) / sigma
         z = np.clip(z_raw, -self.clip_sigmas, self.clip_sigmas)
-        hi = np.maximum(0.0, st["hi"][ids] + z - self.slack)
-        lo = np.maximum(0.0, st["lo"][ids] - z - self.slack)
+        hi = np.maximum(0.0, st["hi"][at] + z - self.slack)
+        lo = np.maximum(0.0, st["lo"][at] - z - self.slack)
         jump = ok & (n >= self.warmup) & (np.abs(z_raw) > self.jump_sigmas)
         judged = ok & (n >= self.warmup) & ~jump
         height = np.where(judged, np.maximum(hi, lo), np.nan)
-        p = self.calibrator.score(ids, height)
+        p = self.calibrator.score(at, height)
 
         count_alpha = 1.0 / (n + 1.0)
         a_ref = np.maximum(1.0 - np.exp2(-dt / self.ref_half_life_s), count_alpha)
@@ -140,22 +150,22 @@ class DriftCusum:
         step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
         new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
         upd = ok & ~first & ~jump
-        st.put(ids, first | upd, ref=np.where(first, x, ref + a_ref * z * sigma))
-        st.put(ids, judged, hi=hi, lo=lo)
-        st.put(ids, upd, absdiff=new_absdiff)
+        st.put(at, first | upd, ref=np.where(first, x, ref + a_ref * z * sigma))
+        st.put(at, judged, hi=hi, lo=lo)
+        st.put(at, upd, absdiff=new_absdiff)
         off = jump | (judged & (height > self.calibrator.threshold))
-        self._restart_long_runs(ids, ts, x, ok & (n >= self.warmup), off)
-        st.put(ids, ok, prev=x, n=n + 1.0, last_ts=ts)
+        self._restart_long_runs(at, ts, x, ok & (n >= self.warmup), off)
+        st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
         return p
 
-    def _restart_long_runs(self, ids: Ids, ts: Floats, x: Floats, seen: Mask, off: Mask) -> None:
+    def _restart_long_runs(self, at: Index, ts: Floats, x: Floats, seen: Mask, off: Mask) -> None:
         """Re-baseline series that have been off their reference (high CUSUM or jumped) for `max_run_s`."""
         st = self.state
-        since = st["since"][ids]
+        since = st["since"][at]
         busy = np.flatnonzero(off | ~np.isnan(since))  # only series in or leaving a run: a few, usually
         if len(busy) == 0:
             return
-        ids, ts, x, seen, off, since = ids[busy], ts[busy], x[busy], seen[busy], off[busy], since[busy]
+        ids, ts, x, seen, off, since = subset(at, busy), ts[busy], x[busy], seen[busy], off[busy], since[busy]
         since = np.where(off, np.where(np.isnan(since), ts, since), np.where(seen, np.nan, since))
         restart = off & (ts - since >= self.max_run_s)
         st["since"][ids] = np.where(restart, np.nan, since)

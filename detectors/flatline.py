@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, unique_rounds
+from detectors.base import Floats, Ids, SeriesState, rows, unique_rounds
 
 P_FLOOR = 1e-12
 
@@ -63,24 +63,25 @@ class Flatline:
         return p
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        st = self.state
-        prev, run, hits, seen, n = (st[k][ids] for k in ("prev", "run", "hits", "seen", "n"))
-        ok = np.isfinite(x) & (ts > st["last_ts"][ids])
-        same = (
-            ok & (x == prev) & (x != 0.0)
-        )  # zero is a resting value (idle GPU, no traffic), not a stuck one
+        st, at = self.state, rows(ids)
+        prev, run, hits, seen, n = (st[k][at] for k in ("prev", "run", "hits", "seen", "n"))
+        last = st["last_ts"][at]
+        ok = np.isfinite(x) & (ts > last)
+        same = ok & (x == prev) & (x != 0.0)  # zero is a resting value (idle GPU, no traffic), not stuck
         run = np.where(same, run + 1.0, np.where(ok, 0.0, run))
-        q = hits / seen
-        judged = ok & (n - run >= self.warmup) & (run >= self.min_repeats)  # it moved before this run
-        p = np.where(judged, np.maximum(q**run, P_FLOOR), 1.0)
+        judged = np.flatnonzero(ok & (n - run >= self.warmup) & (run >= self.min_repeats))  # moved before
+        p = np.ones(len(ids), dtype=np.float64)
+        if len(judged):  # a run long enough to judge is rare: the power is paid only there
+            q = hits[judged] / seen[judged]
+            p[judged] = np.maximum(q ** run[judged], P_FLOOR)
 
         seen_step = ok & np.isfinite(prev)
-        st["hits"][ids] = np.where(seen_step, self.keep * hits + same, hits)
-        st["seen"][ids] = np.where(seen_step, self.keep * seen + 1.0, seen)
-        st["run"][ids] = run
-        st["prev"][ids] = np.where(ok, x, prev)
-        st["n"][ids] = np.where(ok, n + 1.0, n)
-        st["last_ts"][ids] = np.where(ok, ts, st["last_ts"][ids])
+        st["hits"][at] = np.where(seen_step, self.keep * hits + same, hits)
+        st["seen"][at] = np.where(seen_step, self.keep * seen + 1.0, seen)
+        st["run"][at] = run
+        st["prev"][at] = np.where(ok, x, prev)
+        st["n"][at] = np.where(ok, n + 1.0, n)
+        st["last_ts"][at] = np.where(ok, ts, last)
         return p
 
     def baseline(self, ids: Ids) -> Floats:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.base import Floats, Ids, SeriesState, pack_blobs, rows, unique_rounds, unpack_blobs
 from detectors.calibration import TailCalibrator
 
 _MAD_TO_SIGMA = 1.4826
@@ -57,8 +57,8 @@ class RobustDeviation:
         return p
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        st = self.state
-        center, mad, n, last = st["center"][ids], st["mad"][ids], st["n"][ids], st["last_ts"][ids]
+        st, at = self.state, rows(ids)
+        center, mad, n, last = st["center"][at], st["mad"][at], st["n"][at], st["last_ts"][at]
         ok = np.isfinite(x) & (ts >= last)  # non-finite and out-of-order samples are not folded in
         first = ok & (n == 0)
         with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
@@ -67,7 +67,7 @@ class RobustDeviation:
         judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
             z = np.where(judged, np.abs(dev) / sigma, np.nan)
-        p = self.calibrator.score(ids, z)
+        p = self.calibrator.score(at, z)
 
         dt = np.where(np.isfinite(last), ts - last, 0.0)
         alpha = np.maximum(1.0 - np.exp2(-dt / self.half_life_s), 1.0 / np.maximum(n + 1.0, 1.0))
@@ -76,7 +76,7 @@ class RobustDeviation:
         new_center = np.where(first, x, center + alpha * step)
         new_mad = np.where(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
 
-        st.put(ids, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
+        st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p
 
     def baseline(self, ids: Ids) -> Floats:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, unique_rounds
+from detectors.base import Floats, Ids, SeriesState, rows, unique_rounds
 
 STRONGEST = 10**-3.5
 
@@ -69,8 +69,8 @@ class Staleness:
         return np.ones(len(ids), dtype=np.float64)
 
     def _arrive(self, ids: Ids, ts: Floats) -> None:
-        st = self.state
-        last, interval, n = st["last_ts"][ids], st["interval"][ids], st["n"][ids]
+        st, at = self.state, rows(ids)
+        last, interval, n = st["last_ts"][at], st["interval"][at], st["n"][at]
         ok = np.isfinite(ts) & (ts > last)
         dt = np.where(ok & np.isfinite(last), ts - last, np.nan)
         known = np.isfinite(interval)
@@ -78,13 +78,12 @@ class Staleness:
         per_scrape = dt / (missed + 1.0)
         new_interval = np.where(known, interval + 0.05 * (per_scrape - interval), per_scrape)
         has_dt = np.isfinite(dt)
-        st["interval"][ids] = np.where(has_dt, new_interval, interval)
-        st["misses"][ids] = np.where(has_dt, self.keep * st["misses"][ids] + missed, st["misses"][ids])
-        st["expected"][ids] = np.where(
-            has_dt, self.keep * st["expected"][ids] + missed + 1.0, st["expected"][ids]
-        )
-        st["last_ts"][ids] = np.where(ok, ts, last)
-        st["n"][ids] = np.where(ok, n + 1.0, n)
+        misses, expected = st["misses"][at], st["expected"][at]
+        st["interval"][at] = np.where(has_dt, new_interval, interval)
+        st["misses"][at] = np.where(has_dt, self.keep * misses + missed, misses)
+        st["expected"][at] = np.where(has_dt, self.keep * expected + missed + 1.0, expected)
+        st["last_ts"][at] = np.where(ok, ts, last)
+        st["n"][at] = np.where(ok, n + 1.0, n)
 
     def sweep(self, now: float) -> tuple[Ids, Floats]:
         """Series overdue at event time `now` and the tail probability of their silence."""

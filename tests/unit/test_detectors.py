@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from detectors.bank import DetectorBank
-from detectors.base import unique_rounds
+from detectors.base import rows, subset, unique_rounds
 from detectors.counter_rate import CounterRate
 from detectors.error_counter import ErrorCounterSurprise
 from detectors.robust import RobustDeviation
@@ -91,6 +91,15 @@ def test_restored_detector_scores_exactly_like_an_uninterrupted_one(det_cls: typ
     for t, row in enumerate(tail, start=60):
         ts = np.full(5, t * STEP)
         np.testing.assert_array_equal(a.update(ids, ts, row), restored.update(ids, ts, row))
+
+
+def test_a_contiguous_ascending_batch_is_read_as_a_slice_and_anything_else_by_index() -> None:
+    assert rows(np.arange(5, 12, dtype=np.int64)) == slice(5, 12)
+    for ids in ([5, 7, 8], [6, 5, 7], [5, 5, 6], [-1, 0, 1], []):
+        arr = np.array(ids, dtype=np.int64)
+        assert rows(arr) is arr
+    assert subset(slice(5, 9), np.array([True, False, True, True])).tolist() == [5, 7, 8]
+    assert subset(np.array([9, 4, 6], dtype=np.int64), np.array([2, 0])).tolist() == [6, 9]
 
 
 def test_duplicate_series_in_one_batch_are_applied_in_time_order() -> None:
