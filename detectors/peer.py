@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.base import Floats, Ids, Index, SeriesState, pack_blobs, rows, unique_rounds, unpack_blobs
 from detectors.robust import RobustDeviation
 
 HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "nodename"})
@@ -59,6 +59,8 @@ class PeerDeviation:
         self._order: Ids = np.zeros(0, dtype=np.int64)  # series ids sorted by group
         self._starts: Ids = np.zeros(1, dtype=np.int64)  # CSR offsets of each group in _order
         self._group: Ids = np.zeros(0, dtype=np.int64)  # the "group" field as integers, for the hot path
+        self._width = 0  # every group's size when all groups are equal (the GPUs of a node), else 0
+        self._layout: Index = self._order  # _order, as a slice when the groups lie in id order
         self._dirty = True
 
     def set_groups(self, ids: Ids, groups: Ids) -> None:
@@ -85,29 +87,48 @@ class PeerDeviation:
         self._order = members[np.argsort(groups[members], kind="stable")]
         n_groups = int(groups.max()) + 1 if len(members) else 0
         self._starts = np.searchsorted(groups[self._order], np.arange(n_groups + 1)).astype(np.int64)
+        sizes = np.diff(self._starts)
+        equal = n_groups > 0 and 0 < int(sizes[0]) <= _PADDED_MAX and bool((sizes == sizes[0]).all())
+        self._width = int(sizes[0]) if equal else 0
+        self._layout = rows(self._order)
         self._dirty = False
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        st = self.state
-        ok = np.isfinite(x) & np.isfinite(ts) & (ts >= st["last_ts"][ids])
-        st.put(ids, ok, last=x, last_ts=ts)
-        group = self._group[ids]
+        st, at = self.state, rows(ids)
+        ok = np.isfinite(x) & np.isfinite(ts) & (ts >= st["last_ts"][at])
+        st.put(at, ok, last=x, last_ts=ts)
+        group = self._group[at]
         scored = ok & (group >= 0)
         if not scored.any():
             return np.ones(len(ids))
-        touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
-        median, spread, count = self._group_stats(touched, float(ts[scored].max()))
-        position = np.zeros(len(self._starts), dtype=np.int64)  # group id -> its row in `touched`
-        position[touched] = np.arange(len(touched))
-        slot = position[np.maximum(group, 0)]
+        every = bool(scored.all())
+        now = float(ts.max() if every else ts[scored].max())
+        if self._width and 2 * len(ids) >= len(self._order):  # most groups touched: all of them at once
+            median, spread, count = self._equal_group_stats(now)
+            slot = np.maximum(group, 0)  # the stats' row is the group id
+        else:
+            touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
+            median, spread, count = self._group_stats(touched, now)
+            position = np.zeros(len(self._starts), dtype=np.int64)  # group id -> its row in `touched`
+            position[touched] = np.arange(len(touched))
+            slot = position[np.maximum(group, 0)]
         scored &= count[slot] >= self.min_peers
         med = median[slot]
         scale = np.maximum(np.maximum(np.abs(med), spread[slot]), 1e-9)
+        if scored.all():
+            return self.residuals.update(ids, ts, (x - med) / scale)
         p = np.ones(len(ids))
         if scored.any():
             resid = (x[scored] - med[scored]) / scale[scored]
             p[scored] = self.residuals.update(ids[scored], ts[scored], resid)
         return p
+
+    def _equal_group_stats(self, now: float) -> tuple[Floats, Floats, NDArray[np.int64]]:
+        """`_group_stats` of every group when all have `_width` members: the grid is a reshape, and a
+        view of the state when the groups lie in id order (registry order), with no gather at all."""
+        values, last_ts = self.state["last"][self._layout], self.state["last_ts"][self._layout]
+        fresh = np.isfinite(values) & (last_ts >= now - self.fresh_s)
+        return _row_stats(np.where(fresh, values, np.nan).reshape(-1, self._width))
 
     def _group_stats(self, touched: Ids, now: float) -> tuple[Floats, Floats, NDArray[np.int64]]:
         """Median, robust sigma (IQR or MAD based) and count of each touched group's fresh latest values."""
@@ -149,14 +170,21 @@ def _row_stats(grid: NDArray[np.float64]) -> tuple[Floats, Floats, NDArray[np.in
     """Median, IQR/1.349 and count of the non-NaN values of each row, from one sort along the rows."""
     ordered = np.sort(grid, axis=1)  # NaN sorts last
     count = np.isfinite(grid).sum(axis=1)
-    rows, last = np.arange(len(grid)), np.maximum(count - 1, 0)
+    rows_, last = np.arange(len(grid)), np.maximum(count - 1, 0)
+    full = grid.shape[1] > 0 and bool((count == grid.shape[1]).all())
 
     def at(q: float) -> Floats:
+        if full:  # every row complete: the same positions in every row, read as columns
+            top = grid.shape[1] - 1
+            lo_, pos_ = int(np.floor(top * q)), top * q
+            return np.asarray(
+                (1.0 - (pos_ - lo_)) * ordered[:, lo_] + (pos_ - lo_) * ordered[:, min(lo_ + 1, top)]
+            )
         pos = last * q
         lo = np.floor(pos).astype(np.int64)
         hi = np.minimum(lo + 1, last)
         frac = pos - lo
-        return np.asarray((1.0 - frac) * ordered[rows, lo] + frac * ordered[rows, hi])
+        return np.asarray((1.0 - frac) * ordered[rows_, lo] + frac * ordered[rows_, hi])
 
     empty = count == 0
     median = np.where(empty, np.nan, at(0.5))

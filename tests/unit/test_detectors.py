@@ -9,6 +9,7 @@ from detectors.bank import DetectorBank
 from detectors.base import rows, subset, unique_rounds
 from detectors.counter_rate import CounterRate
 from detectors.error_counter import ErrorCounterSurprise
+from detectors.peer import PeerDeviation
 from detectors.robust import RobustDeviation
 from detectors.signals import Kind
 
@@ -100,6 +101,22 @@ def test_a_contiguous_ascending_batch_is_read_as_a_slice_and_anything_else_by_in
         assert rows(arr) is arr
     assert subset(slice(5, 9), np.array([True, False, True, True])).tolist() == [5, 7, 8]
     assert subset(np.array([9, 4, 6], dtype=np.int64), np.array([2, 0])).tolist() == [6, 9]
+
+
+def test_peer_groups_of_equal_size_score_exactly_as_the_general_grouping() -> None:
+    """Equal groups (the GPUs of a node) take a reshape of the state; unequal ones a gather per group."""
+    n, rng = 64, np.random.default_rng(5)
+    x = np.round(60.0 + rng.normal(0, 1, n) + rng.normal(0, 0.4, (200, n)), 2)
+    x[150:, 3] += 6.0
+    x[rng.integers(0, 200, 60), rng.integers(0, n, 60)] = np.nan  # rows with missing peers
+    ids = np.arange(n, dtype=np.int64)
+    equal, general = PeerDeviation(), PeerDeviation()
+    equal.set_groups(ids, ids // 8)
+    general.set_groups(np.r_[ids, 1000], np.r_[ids // 8, 8])  # one lone extra group: sizes differ
+    for t, row in enumerate(x):
+        ts = np.full(n, t * 15.0)
+        np.testing.assert_array_equal(equal.update(ids, ts, row), general.update(ids, ts, row))
+    assert equal._width == 8 and general._width == 0
 
 
 def test_duplicate_series_in_one_batch_are_applied_in_time_order() -> None:
