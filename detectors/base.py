@@ -162,6 +162,26 @@ def _all_distinct(ids: Ids) -> bool:
     return not bool((sorted_ids[1:] == sorted_ids[:-1]).any())
 
 
+def pick(mask: NDArray[np.bool_], a: Floats | float, b: Floats | float) -> Floats:
+    """`np.where(mask, a, b)` for float operands, skipping the per-element select when the mask is
+    uniform: usually every sample is finite, in order and past warm-up, and the select costs three
+    arithmetic passes. It may return `a` or `b` itself: callers never write into the result.
+    """
+    if mask.all():
+        return a if isinstance(a, np.ndarray) else np.full(mask.shape, a, dtype=np.float64)
+    if not mask.any():
+        return b if isinstance(b, np.ndarray) else np.full(mask.shape, b, dtype=np.float64)
+    return np.where(mask, a, b)
+
+
+def half_life_weight(dt: Floats, half_life: float) -> Floats:
+    """`1 - 2**(-dt / half_life)`, the weight of a new sample after `dt` seconds; one exp2 for the
+    whole batch when every series has the same `dt` (a scrape), the usual case."""
+    if len(dt) > 1 and dt[0] == dt[-1] and bool((dt == dt[0]).all()):
+        return np.full(len(dt), 1.0 - np.exp2(-dt[:1] / half_life)[0])
+    return np.asarray(1.0 - np.exp2(-dt / half_life))
+
+
 def pack_blobs(*blobs: bytes) -> bytes:
     """Length-prefixed concatenation, so composite detectors snapshot their parts unambiguously."""
     return b"".join(len(b).to_bytes(8, "little") + b for b in blobs)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Index, SeriesState, subset
+from detectors.base import Floats, Ids, Index, SeriesState, pick, subset
 
 P_FLOOR = 1e-12
 _XI_MAX = 0.45
@@ -93,10 +93,10 @@ class TailCalibrator:
         with np.errstate(invalid="ignore"):
             p = 1.0 - (1.0 - self.prior_rate) * np.clip(scores, 0.0, u) / u
             high = np.flatnonzero(scores > u)
-        if len(high):
+        if len(high):  # below u, p lies in [prior_rate, 1] already: only the tail needs the floor
             hi_ids = subset(ids, high)
-            p[high] = self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u)
-        return np.where(np.isfinite(scores), np.clip(p, P_FLOOR, 1.0), 1.0)
+            p[high] = np.clip(self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u), P_FLOOR, 1.0)
+        return pick(np.isfinite(scores), p, 1.0)
 
     def learn(self, ids: Index, scores: Floats, p: Floats) -> None:
         """Count each finite score (ids unique); excesses go through episodes (see the module doc)."""

@@ -37,7 +37,9 @@ from detectors.base import (
     Ids,
     Index,
     SeriesState,
+    half_life_weight,
     pack_blobs,
+    pick,
     rows,
     subset,
     unique_rounds,
@@ -129,7 +131,7 @@ class DriftCusum:
         ref, absdiff, prev, n, last = (st[k][at] for k in ("ref", "absdiff", "prev", "n", "last_ts"))
         ok = np.isfinite(x) & (ts > last)
         first = ok & (n == 0)
-        dt = np.where(np.isfinite(last), ts - last, 0.0)
+        dt = pick(np.isfinite(last), ts - last, 0.0)
         sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * np.abs(ref), self.abs_floor))
         with np.errstate(invalid="ignore"):
             z_raw = (x - ref) / sigma
@@ -138,19 +140,19 @@ class DriftCusum:
         lo = np.maximum(0.0, st["lo"][at] - z - self.slack)
         jump = ok & (n >= self.warmup) & (np.abs(z_raw) > self.jump_sigmas)
         judged = ok & (n >= self.warmup) & ~jump
-        height = np.where(judged, np.maximum(hi, lo), np.nan)
+        height = pick(judged, np.maximum(hi, lo), np.nan)
         p = self.calibrator.score(at, height)
 
         count_alpha = 1.0 / (n + 1.0)
-        a_ref = np.maximum(1.0 - np.exp2(-dt / self.ref_half_life_s), count_alpha)
-        a_noise = np.maximum(1.0 - np.exp2(-dt / self.noise_half_life_s), count_alpha)
+        a_ref = np.maximum(half_life_weight(dt, self.ref_half_life_s), count_alpha)
+        a_noise = np.maximum(half_life_weight(dt, self.noise_half_life_s), count_alpha)
         with np.errstate(invalid="ignore"):  # ±Inf samples are not learned, below
             step = np.abs(x - prev)
         warm = n < self.warmup  # noise is learned unclipped until then, so a first dip cannot pin it near 0
-        step = np.where(warm, step, np.minimum(step, 4.0 * sigma))
-        new_absdiff = np.where(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
+        step = pick(warm, step, np.minimum(step, 4.0 * sigma))
+        new_absdiff = pick(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
         upd = ok & ~first & ~jump
-        st.put(at, first | upd, ref=np.where(first, x, ref + a_ref * z * sigma))
+        st.put(at, first | upd, ref=pick(first, x, ref + a_ref * z * sigma))
         st.put(at, judged, hi=hi, lo=lo)
         st.put(at, upd, absdiff=new_absdiff)
         off = jump | (judged & (height > self.calibrator.threshold))

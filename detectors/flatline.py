@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, rows, unique_rounds
+from detectors.base import Floats, Ids, SeriesState, pick, rows, unique_rounds
 
 P_FLOOR = 1e-12
 
@@ -68,7 +68,7 @@ class Flatline:
         last = st["last_ts"][at]
         ok = np.isfinite(x) & (ts > last)
         same = ok & (x == prev) & (x != 0.0)  # zero is a resting value (idle GPU, no traffic), not stuck
-        run = np.where(same, run + 1.0, np.where(ok, 0.0, run))
+        run = pick(same, run + 1.0, pick(ok, 0.0, run))
         judged = np.flatnonzero(ok & (n - run >= self.warmup) & (run >= self.min_repeats))  # moved before
         p = np.ones(len(ids), dtype=np.float64)
         if len(judged):  # a run long enough to judge is rare: the power is paid only there
@@ -76,12 +76,12 @@ class Flatline:
             p[judged] = np.maximum(q ** run[judged], P_FLOOR)
 
         seen_step = ok & np.isfinite(prev)
-        st["hits"][at] = np.where(seen_step, self.keep * hits + same, hits)
-        st["seen"][at] = np.where(seen_step, self.keep * seen + 1.0, seen)
+        st["hits"][at] = pick(seen_step, self.keep * hits + same, hits)
+        st["seen"][at] = pick(seen_step, self.keep * seen + 1.0, seen)
         st["run"][at] = run
-        st["prev"][at] = np.where(ok, x, prev)
-        st["n"][at] = np.where(ok, n + 1.0, n)
-        st["last_ts"][at] = np.where(ok, ts, last)
+        st["prev"][at] = pick(ok, x, prev)
+        st["n"][at] = pick(ok, n + 1.0, n)
+        st["last_ts"][at] = pick(ok, ts, last)
         return p
 
     def baseline(self, ids: Ids) -> Floats:

@@ -18,7 +18,17 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Floats, Ids, Index, SeriesState, pack_blobs, rows, unique_rounds, unpack_blobs
+from detectors.base import (
+    Floats,
+    Ids,
+    Index,
+    SeriesState,
+    pack_blobs,
+    pick,
+    rows,
+    unique_rounds,
+    unpack_blobs,
+)
 from detectors.robust import RobustDeviation
 
 HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "nodename"})
@@ -112,9 +122,8 @@ class PeerDeviation:
             position = np.zeros(len(self._starts), dtype=np.int64)  # group id -> its row in `touched`
             position[touched] = np.arange(len(touched))
             slot = position[np.maximum(group, 0)]
-        scored &= count[slot] >= self.min_peers
-        med = median[slot]
-        scale = np.maximum(np.maximum(np.abs(med), spread[slot]), 1e-9)
+        scored &= (count >= self.min_peers)[slot]  # per group first, then one gather per sample
+        med, scale = median[slot], np.maximum(np.maximum(np.abs(median), spread), 1e-9)[slot]
         if scored.all():
             return self.residuals.update(ids, ts, (x - med) / scale)
         p = np.ones(len(ids))
@@ -128,7 +137,8 @@ class PeerDeviation:
         view of the state when the groups lie in id order (registry order), with no gather at all."""
         values, last_ts = self.state["last"][self._layout], self.state["last_ts"][self._layout]
         fresh = np.isfinite(values) & (last_ts >= now - self.fresh_s)
-        return _row_stats(np.where(fresh, values, np.nan).reshape(-1, self._width))
+        grid = pick(fresh, values, np.nan).reshape(-1, self._width)
+        return _row_stats(grid, np.full(len(grid), self._width) if fresh.all() else None)
 
     def _group_stats(self, touched: Ids, now: float) -> tuple[Floats, Floats, NDArray[np.int64]]:
         """Median, robust sigma (IQR or MAD based) and count of each touched group's fresh latest values."""
@@ -166,10 +176,13 @@ class PeerDeviation:
         self._dirty = True
 
 
-def _row_stats(grid: NDArray[np.float64]) -> tuple[Floats, Floats, NDArray[np.int64]]:
-    """Median, IQR/1.349 and count of the non-NaN values of each row, from one sort along the rows."""
+def _row_stats(
+    grid: NDArray[np.float64], count: NDArray[np.int64] | None = None
+) -> tuple[Floats, Floats, NDArray[np.int64]]:
+    """Median, IQR/1.349 and count of the non-NaN values of each row, from one sort along the rows
+    (`count`, when the caller knows it, spares a slow reduction along short rows)."""
     ordered = np.sort(grid, axis=1)  # NaN sorts last
-    count = np.isfinite(grid).sum(axis=1)
+    count = np.isfinite(grid).sum(axis=1) if count is None else count
     rows_, last = np.arange(len(grid)), np.maximum(count - 1, 0)
     full = grid.shape[1] > 0 and bool((count == grid.shape[1]).all())
 

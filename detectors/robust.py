@@ -19,7 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, pack_blobs, rows, unique_rounds, unpack_blobs
+from detectors.base import (
+    Floats,
+    Ids,
+    SeriesState,
+    half_life_weight,
+    pack_blobs,
+    pick,
+    rows,
+    unique_rounds,
+    unpack_blobs,
+)
 from detectors.calibration import TailCalibrator
 
 _MAD_TO_SIGMA = 1.4826
@@ -66,15 +76,15 @@ class RobustDeviation:
         sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(center), self.abs_floor))
         judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
-            z = np.where(judged, np.abs(dev) / sigma, np.nan)
+            z = pick(judged, np.abs(dev) / sigma, np.nan)
         p = self.calibrator.score(at, z)
 
-        dt = np.where(np.isfinite(last), ts - last, 0.0)
-        alpha = np.maximum(1.0 - np.exp2(-dt / self.half_life_s), 1.0 / np.maximum(n + 1.0, 1.0))
+        dt = pick(np.isfinite(last), ts - last, 0.0)
+        alpha = np.maximum(half_life_weight(dt, self.half_life_s), 1.0 / np.maximum(n + 1.0, 1.0))
         limit = self.clip_sigmas * sigma
         step = np.clip(dev, -limit, limit)
-        new_center = np.where(first, x, center + alpha * step)
-        new_mad = np.where(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
+        new_center = pick(first, x, center + alpha * step)
+        new_mad = pick(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
 
         st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, rows, unique_rounds
+from detectors.base import Floats, Ids, SeriesState, pick, rows, unique_rounds
 
 STRONGEST = 10**-3.5
 
@@ -72,18 +72,18 @@ class Staleness:
         st, at = self.state, rows(ids)
         last, interval, n = st["last_ts"][at], st["interval"][at], st["n"][at]
         ok = np.isfinite(ts) & (ts > last)
-        dt = np.where(ok & np.isfinite(last), ts - last, np.nan)
+        dt = pick(ok & np.isfinite(last), ts - last, np.nan)
         known = np.isfinite(interval)
-        missed = np.where(known, np.maximum(np.round(dt / interval) - 1.0, 0.0), 0.0)
+        missed = pick(known, np.maximum(np.round(dt / interval) - 1.0, 0.0), 0.0)
         per_scrape = dt / (missed + 1.0)
-        new_interval = np.where(known, interval + 0.05 * (per_scrape - interval), per_scrape)
+        new_interval = pick(known, interval + 0.05 * (per_scrape - interval), per_scrape)
         has_dt = np.isfinite(dt)
         misses, expected = st["misses"][at], st["expected"][at]
-        st["interval"][at] = np.where(has_dt, new_interval, interval)
-        st["misses"][at] = np.where(has_dt, self.keep * misses + missed, misses)
-        st["expected"][at] = np.where(has_dt, self.keep * expected + missed + 1.0, expected)
-        st["last_ts"][at] = np.where(ok, ts, last)
-        st["n"][at] = np.where(ok, n + 1.0, n)
+        st["interval"][at] = pick(has_dt, new_interval, interval)
+        st["misses"][at] = pick(has_dt, self.keep * misses + missed, misses)
+        st["expected"][at] = pick(has_dt, self.keep * expected + missed + 1.0, expected)
+        st["last_ts"][at] = pick(ok, ts, last)
+        st["n"][at] = pick(ok, n + 1.0, n)
 
     def sweep(self, now: float) -> tuple[Ids, Floats]:
         """Series overdue at event time `now` and the tail probability of their silence."""
