@@ -75,6 +75,22 @@ class DetectorBank:
             self.multivariate.set_nodes(ids, nodes)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
+        """Score a batch; one of distinct ids in another order is scored in id order, and answered in its own.
+
+        The detectors read and write their state much faster by slice (a run of consecutive ids) or by
+        ascending ids than in random order, and a batch's order never changes a score (ids distinct).
+        """
+        order = _id_order(ids)
+        if order is None:
+            return self._update(ids, ts, values)
+        ev = self._update(ids[order], ts[order], values[order])
+        p, rising, peer = np.empty_like(ev.p), np.empty(len(ids), dtype=bool), np.zeros(len(ids), dtype=bool)
+        p[order], rising[order] = ev.p, ev.up()
+        if ev.peer is not None:
+            peer[order] = ev.peer
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer=peer)
+
+    def _update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < len(self.kinds):
             kinds = self.kinds[rows(ids)]  # every id registered: the usual case, no masking
         else:
@@ -162,3 +178,19 @@ class DetectorBank:
         self.staleness.restore(staleness)
         for det, part in zip(dets, parts, strict=True):
             det.restore(part)
+
+
+def _id_order(ids: Ids) -> NDArray[np.intp] | None:
+    """The permutation that sorts a batch of distinct ids spanning at most twice its length (a scrape
+    of registered series), by one scatter rather than a sort; None when already ascending, sparse or
+    holding duplicates (those are applied in rounds, in the order given)."""
+    n = len(ids)
+    if n < 2 or bool((ids[1:] > ids[:-1]).all()):
+        return None
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi - lo + 1 > 2 * n:
+        return None
+    slot = np.full(hi - lo + 1, -1, dtype=np.intp)
+    slot[ids - lo] = np.arange(n)
+    order = slot[slot >= 0]
+    return order if len(order) == n else None

@@ -52,6 +52,25 @@ def test_a_restored_bank_scores_and_sweeps_exactly_like_an_uninterrupted_one() -
     np.testing.assert_array_equal(a_p, r_p)
 
 
+def test_a_batch_in_any_order_is_scored_as_in_id_order_and_answered_in_its_own() -> None:
+    x = temps(200)
+    x[150:, 5] += 6.0
+    x[120:, 9] = x[119, 9]
+    in_order, shuffled = gauge_bank(), gauge_bank()
+    ids = np.arange(N, dtype=np.int64)
+    for t, row in enumerate(x):
+        ts = np.full(N, t * STEP)
+        order = np.random.default_rng(t).permutation(N)
+        want, got = in_order.update(ids, ts, row), shuffled.update(ids[order], ts[order], row[order])
+        np.testing.assert_array_equal(got.ids, ids[order])
+        np.testing.assert_array_equal(got.values, row[order])
+        np.testing.assert_array_equal(got.p, want.p[order])
+        np.testing.assert_array_equal(got.up(), want.up()[order])
+        assert got.peer is not None and want.peer is not None
+        np.testing.assert_array_equal(got.peer, want.peer[order])
+    np.testing.assert_array_equal(in_order.sweep(210 * STEP)[1], shuffled.sweep(210 * STEP)[1])
+
+
 def test_a_snapshot_from_a_bank_with_other_detectors_is_refused() -> None:
     with pytest.raises(ValueError, match="does not match"):
         DetectorBank().restore(gauge_bank(multivariate=True).snapshot())
