@@ -8,7 +8,7 @@ only ever sees these probabilities, so detectors with different raw scales are c
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -146,6 +146,19 @@ def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp] | slice]:
     rank = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
     for r in range(int(rank.max()) + 1):
         yield order[rank == r]
+
+
+def by_rounds(
+    update_round: Callable[[Ids, Floats, Floats], Floats], ids: Ids, ts: Floats, x: Floats
+) -> Floats:
+    """Each sample's p from `update_round` applied to the batch's rounds (`unique_rounds`); a batch of
+    distinct series is one round, whose answer is returned as it is (no copy into a fresh array)."""
+    if len(ids) and _all_distinct(ids):
+        return update_round(ids, ts, x)
+    p = np.ones(len(ids), dtype=np.float64)
+    for idx in unique_rounds(ids, ts):
+        p[idx] = update_round(ids[idx], ts[idx], x[idx])
+    return p
 
 
 def _increasing(ids: Ids) -> bool:

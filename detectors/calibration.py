@@ -26,6 +26,7 @@ costs one gather and one scatter; the GPD is evaluated only for the few scores a
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from detectors.base import Floats, Ids, Index, SeriesState, pick, subset
 
@@ -89,22 +90,35 @@ class TailCalibrator:
 
     def tail(self, ids: Index, scores: Floats) -> Floats:
         """P(score >= s) for each series under its fitted tail; 1 where the score is not finite."""
-        u = self.threshold
-        with np.errstate(invalid="ignore"):
-            p = 1.0 - (1.0 - self.prior_rate) * np.clip(scores, 0.0, u) / u
-            high = np.flatnonzero(scores > u)
-        if len(high):  # below u, p lies in [prior_rate, 1] already: only the tail needs the floor
-            hi_ids = subset(ids, high)
-            p[high] = np.clip(self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u), P_FLOOR, 1.0)
-        return pick(np.isfinite(scores), p, 1.0)
+        return self._tail(ids, scores, *self._screen(scores))
 
     def learn(self, ids: Index, scores: Floats, p: Floats) -> None:
         """Count each finite score (ids unique); excesses go through episodes (see the module doc)."""
-        st = self.state
-        ok = np.isfinite(scores)
-        st["count"][ids] += ok
+        self._learn(ids, scores, p, *self._screen(scores))
+
+    def _screen(self, scores: Floats) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """Which scores are finite and which exceed the threshold: judging and learning share them."""
         with np.errstate(invalid="ignore"):
-            busy = np.flatnonzero(ok & ((scores > self.threshold) | (st["ek"][ids] > 0.0)))
+            return np.isfinite(scores), scores > self.threshold
+
+    def _tail(
+        self, ids: Index, scores: Floats, finite: NDArray[np.bool_], above: NDArray[np.bool_]
+    ) -> Floats:
+        u = self.threshold
+        with np.errstate(invalid="ignore"):
+            p = 1.0 - (1.0 - self.prior_rate) * np.clip(scores, 0.0, u) / u
+        high = np.flatnonzero(above)
+        if len(high):  # below u, p lies in [prior_rate, 1] already: only the tail needs the floor
+            hi_ids = subset(ids, high)
+            p[high] = np.clip(self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u), P_FLOOR, 1.0)
+        return pick(finite, p, 1.0)
+
+    def _learn(
+        self, ids: Index, scores: Floats, p: Floats, finite: NDArray[np.bool_], above: NDArray[np.bool_]
+    ) -> None:
+        st = self.state
+        st["count"][ids] += finite
+        busy = np.flatnonzero(finite & (above | (st["ek"][ids] > 0.0)))
         if len(busy):
             self._episodes(subset(ids, busy), scores[busy], p[busy])
 
@@ -130,8 +144,9 @@ class TailCalibrator:
 
     def score(self, ids: Index, scores: Floats) -> Floats:
         """Judge the scores (NaN: no judgement, p=1), then learn them."""
-        p = self.tail(ids, scores)
-        self.learn(ids, scores, p)
+        finite, above = self._screen(scores)
+        p = self._tail(ids, scores, finite, above)
+        self._learn(ids, scores, p, finite, above)
         return p
 
     def ensure(self, max_id: int) -> None:

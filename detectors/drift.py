@@ -37,12 +37,12 @@ from detectors.base import (
     Ids,
     Index,
     SeriesState,
+    by_rounds,
     half_life_weight,
     pack_blobs,
     pick,
     rows,
     subset,
-    unique_rounds,
     unpack_blobs,
 )
 from detectors.calibration import TailCalibrator
@@ -99,14 +99,11 @@ class DriftCusum:
         self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
         self.calibrator.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._batch_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._batch_round, ids, ts, values)
 
     def _batch_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Fold each sample into its series' open batch; a batch `batch_s` old closes into the CUSUM."""
@@ -138,8 +135,9 @@ class DriftCusum:
         z = np.clip(z_raw, -self.clip_sigmas, self.clip_sigmas)
         hi = np.maximum(0.0, st["hi"][at] + z - self.slack)
         lo = np.maximum(0.0, st["lo"][at] - z - self.slack)
-        jump = ok & (n >= self.warmup) & (np.abs(z_raw) > self.jump_sigmas)
-        judged = ok & (n >= self.warmup) & ~jump
+        warmed = ok & (n >= self.warmup)
+        jump = warmed & (np.abs(z_raw) > self.jump_sigmas)
+        judged = warmed & ~jump
         height = pick(judged, np.maximum(hi, lo), np.nan)
         p = self.calibrator.score(at, height)
 
@@ -156,7 +154,7 @@ class DriftCusum:
         st.put(at, judged, hi=hi, lo=lo)
         st.put(at, upd, absdiff=new_absdiff)
         off = jump | (judged & (height > self.calibrator.threshold))
-        self._restart_long_runs(at, ts, x, ok & (n >= self.warmup), off)
+        self._restart_long_runs(at, ts, x, warmed, off)
         st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
         return p
 

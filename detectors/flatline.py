@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, pick, rows, unique_rounds
+from detectors.base import Floats, Ids, SeriesState, by_rounds, pick, rows
 
 P_FLOOR = 1e-12
 
@@ -54,13 +54,10 @@ class Flatline:
         )
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)

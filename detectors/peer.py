@@ -23,10 +23,10 @@ from detectors.base import (
     Ids,
     Index,
     SeriesState,
+    by_rounds,
     pack_blobs,
     pick,
     rows,
-    unique_rounds,
     unpack_blobs,
 )
 from detectors.robust import RobustDeviation
@@ -81,15 +81,12 @@ class PeerDeviation:
             self._dirty = True
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
         if self._dirty or len(self._group) < self.state.capacity:
             self._index_groups()
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def _index_groups(self) -> None:
         groups = self._group = self.state["group"].astype(np.int64)

@@ -23,11 +23,11 @@ from detectors.base import (
     Floats,
     Ids,
     SeriesState,
+    by_rounds,
     half_life_weight,
     pack_blobs,
     pick,
     rows,
-    unique_rounds,
     unpack_blobs,
 )
 from detectors.calibration import TailCalibrator
@@ -57,14 +57,11 @@ class RobustDeviation:
         self.calibrator = TailCalibrator()
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
         self.calibrator.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)
