@@ -107,18 +107,18 @@ class DriftCusum:
 
     def _batch_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Fold each sample into its series' open batch; a batch `batch_s` old closes into the CUSUM."""
-        st = self.state
-        ok = np.isfinite(x) & (ts > st["bseen"][ids])  # out-of-order and repeated samples are not folded in
-        start = np.where(np.isnan(st["bstart"][ids]), ts, st["bstart"][ids])
-        bsum = st["bsum"][ids] + np.where(ok, x, 0.0)
-        bn = st["bn"][ids] + ok
-        seen = st["bseen"][ids]
-        interval = np.minimum(np.where(np.isfinite(seen), ts - seen, 0.0), self.batch_s)
+        st, at = self.state, rows(ids)
+        seen, opened = st["bseen"][at], st["bstart"][at]
+        ok = np.isfinite(x) & (ts > seen)  # out-of-order and repeated samples are not folded in
+        start = pick(np.isnan(opened), ts, opened)
+        bsum = st["bsum"][at] + pick(ok, x, 0.0)
+        bn = st["bn"][at] + ok
+        interval = np.minimum(pick(np.isfinite(seen), ts - seen, 0.0), self.batch_s)
         close = ok & (ts - start + interval >= self.batch_s)  # the batch covers `batch_s` of scrapes
-        st.put(ids, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
+        st.put(at, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
         shut = np.flatnonzero(close)
         if len(shut):
-            c = ids[shut]
+            c = subset(at, shut)
             st["p"][c] = self._update_round(c, ts[shut], bsum[shut] / bn[shut])
             st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
         return st.read("p", ids)
