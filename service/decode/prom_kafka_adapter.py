@@ -1,10 +1,13 @@
 """prometheus-kafka-adapter JSON: one sample per message, value as a string, RFC3339 timestamp.
 
 `{"timestamp":"2026-12-02T13:00:15Z","value":"71.5","name":"DCGM_FI_DEV_GPU_TEMP","labels":{...}}`
+
+`split` reads a message without parsing JSON, for series already seen (`service.processor` says how).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from service.decode.common import load_object, metric_name, number, parse_rfc3339, str_labels, with_host
@@ -24,3 +27,42 @@ def decode_doc(doc: dict[str, Any], ref_ts: float, host: str | None = None) -> S
         raise DecodeError("missing_timestamp")
     value = number(doc.get("value"))  # the adapter sends strings, "NaN" and "+Inf" included
     return Samples([name], [with_host(str_labels(labels), host)], [parse_rfc3339(ts)], [value])
+
+
+_TEXT = rb'"([\x20\x21\x23-\x5b\x5d-\x7e]*)"'  # a JSON string of printable ASCII, nothing escaped
+_STAMP_FIRST = re.compile(rb'\{"timestamp":' + _TEXT + rb',"value":' + _TEXT + rb",(.+)\}\Z", re.S)
+_STAMP_LAST = re.compile(rb"\{(.+),\"timestamp\":" + _TEXT + rb',"value":' + _TEXT + rb"\}\Z", re.S)
+
+
+def split(payload: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """(series, timestamp, value) of a compact message with timestamp and value first (as our
+    simulator and Vector write it) or last (the adapter's Go encoder sorts its keys); else None.
+
+    `series` is the message's other members, verbatim: the bytes that name the series. Nothing is
+    validated here; a caller may only trust the parts for a `series` whose full message it once
+    decoded (see `aliasable`).
+    """
+    m = _STAMP_FIRST.match(payload)
+    if m is not None:
+        ts, value, series = m.groups()
+        return series, ts, value
+    m = _STAMP_LAST.match(payload)
+    if m is not None:
+        series, ts, value = m.groups()
+        return series, ts, value
+    return None
+
+
+def aliasable(series: bytes) -> bool:
+    """Whether every message `split` into these `series` bytes decodes to the same name and labels.
+
+    True when they hold exactly `name` and `labels` (so no duplicate timestamp or value, and `auto`
+    reads the message as this format) and the labels name the host (so the transport's host, which
+    may differ per record, is not used).
+    """
+    try:
+        doc = load_object(b"{" + series + b"}")
+        labels = str_labels(doc.get("labels"))
+    except DecodeError:
+        return False
+    return doc.keys() == {"name", "labels"} and with_host(labels, "-") is labels
