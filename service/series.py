@@ -49,8 +49,11 @@ def node_of(labels: dict[str, str]) -> str:
 
 
 def canonical_key(name: str, labels: dict[str, str]) -> bytes:
-    """One series, one key, whatever order its labels came in: `["name",{sorted labels}]`."""
-    return orjson.dumps((name, labels), option=orjson.OPT_SORT_KEYS)
+    """One series, one key, whatever order its labels came in: `["name",{sorted labels}]`.
+
+    Copied to an exact-size bytes object: orjson's own result keeps a ~4 KiB buffer, 4 GiB at 1M series.
+    """
+    return memoryview(orjson.dumps((name, labels), option=orjson.OPT_SORT_KEYS)).tobytes()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from detectors.base import pack_blobs, unpack_blobs
+from detectors.base import unpack_blobs
 from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.xid_bursts import Burst
@@ -58,8 +58,14 @@ def dump(processor: Processor, offsets: dict[str, int]) -> bytes:
     }
     buf = io.BytesIO()
     np.savez(buf, allow_pickle=False, **_arrays(p))
-    body = pack_blobs(orjson.dumps(meta), buf.getvalue(), p.bank.snapshot())
-    return MAGIC + VERSION.to_bytes(2, "little") + body
+    parts: list[bytes | memoryview] = [orjson.dumps(meta), buf.getbuffer(), p.bank.snapshot()]
+    # pack_blobs' layout, joined once: each concatenation would copy the whole snapshot again
+    framed = [x for part in parts for x in (_size(part), part)]
+    return b"".join([MAGIC, VERSION.to_bytes(2, "little"), *framed])
+
+
+def _size(blob: bytes | memoryview) -> bytes:
+    return len(blob).to_bytes(8, "little")
 
 
 def load(data: bytes, processor: Processor) -> dict[str, int]:
