@@ -180,7 +180,12 @@ class Processor:
                 cols = by_source.setdefault(msg.source, _Columns())
                 fast = self._fast(msg.topic)
             parts = prom_kafka_adapter.split(msg.payload) if fast else None
-            if parts is not None and (sid := aliases.get(parts[0])) is not None:
+            sid = None
+            if parts is not None:  # series named in the labels, else named by the transport too
+                sid = aliases.get(parts[0])
+                if sid is None:
+                    sid = aliases.get((parts[0], msg.transport_host()))
+            if parts is not None and sid is not None:
                 try:
                     value = float(parts[2])
                     ts = stamps.get(parts[1])
@@ -197,11 +202,9 @@ class Processor:
             got = self._decode_one(msg, self._metrics_decoder, out)
             if got is None:
                 continue
-            alias = (
-                parts[0]
-                if parts is not None and len(got) == 1 and prom_kafka_adapter.aliasable(parts[0])
-                else None
-            )
+            alias = None
+            if parts is not None and len(got) == 1:
+                alias = prom_kafka_adapter.alias(parts[0], msg.transport_host())
             cols.ids.extend(
                 registry.intern(n, lab, alias) for n, lab in zip(got.names, got.labels, strict=True)
             )

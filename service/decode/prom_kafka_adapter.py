@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from typing import Any
 
 from service.decode.common import load_object, metric_name, number, parse_rfc3339, str_labels, with_host
@@ -40,7 +41,7 @@ def split(payload: bytes) -> tuple[bytes, bytes, bytes] | None:
 
     `series` is the message's other members, verbatim: the bytes that name the series. Nothing is
     validated here; a caller may only trust the parts for a `series` whose full message it once
-    decoded (see `aliasable`).
+    decoded (see `alias`).
     """
     m = _STAMP_FIRST.match(payload)
     if m is not None:
@@ -53,16 +54,19 @@ def split(payload: bytes) -> tuple[bytes, bytes, bytes] | None:
     return None
 
 
-def aliasable(series: bytes) -> bool:
-    """Whether every message `split` into these `series` bytes decodes to the same name and labels.
+def alias(series: bytes, host: str | None) -> Hashable | None:
+    """What every message `split` into these `series` bytes, sent with this transport `host`,
+    decodes to the same name and labels under; None when the bytes cannot vouch for that.
 
-    True when they hold exactly `name` and `labels` (so no duplicate timestamp or value, and `auto`
-    reads the message as this format) and the labels name the host (so the transport's host, which
-    may differ per record, is not used).
+    The bytes must hold exactly `name` and `labels` (no duplicate timestamp or value, and `auto`
+    reads the message as this format). If the labels name the host the bytes alone decide; if not,
+    the transport's host is added to the labels, so it is part of the alias.
     """
     try:
         doc = load_object(b"{" + series + b"}")
         labels = str_labels(doc.get("labels"))
     except DecodeError:
-        return False
-    return doc.keys() == {"name", "labels"} and with_host(labels, "-") is labels
+        return None
+    if doc.keys() != {"name", "labels"}:
+        return None
+    return series if with_host(labels, "-") is labels else (series, host)

@@ -108,12 +108,15 @@ def test_the_fast_path_reads_every_message_as_the_decoder_does(fmt: str) -> None
     assert len(fast.pipeline.registry.aliases) > 0  # and the fast path was taken
 
 
-def test_series_named_only_by_the_transport_are_never_aliased() -> None:
+def test_series_named_only_by_the_transport_are_aliased_with_its_host() -> None:
     proc = processor(True)
     keys = {key for key, _, _ in read(proc)[1]}
     assert b'["DCGM_FI_DEV_GPU_TEMP",{"gpu":"2","host":"node-a"}]' in keys
     assert b'["DCGM_FI_DEV_GPU_TEMP",{"gpu":"2","host":"node-b"}]' in keys
-    assert not any(isinstance(a, bytes) and b'"gpu":"2"' in a for a in proc.pipeline.registry.aliases)
+    by_transport = [
+        a for a in proc.pipeline.registry.aliases if isinstance(a, tuple) and isinstance(a[0], bytes)
+    ]
+    assert sorted(host for _, host in by_transport) == ["node-a", "node-b", "node-c"]
 
 
 def test_both_adapter_layouts_are_one_series() -> None:
