@@ -37,6 +37,7 @@ class Evidence:
     values: Floats
     p: Floats
     rising: NDArray[np.bool_] | None = None  # above the series' baseline (level or rate); None: all
+    peer: NDArray[np.bool_] | None = None  # the peer detector, not the series' own history, judged it
 
     def up(self) -> NDArray[np.bool_]:
         return np.ones(len(self.ids), dtype=bool) if self.rising is None else self.rising
@@ -81,16 +82,21 @@ class DetectorBank:
         if scored.any():
             self.staleness.update(ids[scored], ts[scored], values[scored])
         rising = np.ones(len(ids), dtype=bool)
+        peer = np.zeros(len(ids), dtype=bool)
         for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.any():
                 sub = (ids, ts, values) if mask.all() else (ids[mask], ts[mask], values[mask])
                 rising[mask] = self._rising(kind, *sub)
-                smallest = dets[0].update(*sub)
-                for det in dets[1:]:
-                    np.minimum(smallest, det.update(*sub), out=smallest)
+                smallest, by_peers = np.ones(len(sub[0])), np.ones(len(sub[0]))
+                for det in dets:
+                    p_det = det.update(*sub)
+                    if det is self.peer:
+                        by_peers = p_det
+                    np.minimum(smallest, p_det, out=smallest)
                 p[mask] = np.minimum(smallest * len(dets), 1.0)
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising)
+                peer[mask] = (by_peers <= smallest) & (by_peers < 1.0)
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer=peer)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:
         """Whether each sample lies above its series' baseline, read before the update.

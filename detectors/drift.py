@@ -4,10 +4,16 @@ The level detector's baseline follows a creep (that is what a 30-minute half-lif
 temperature rising 1 °C an hour, SBE growth or a clock sagging over hours never looks like a jump.
 CUSUM accumulates small, persistent deviations from a reference that moves ~12x slower instead.
 
-Noise is measured from first differences (EWMA of |Δx|), which a creep barely changes; deviations are
-winsorised at `clip_sigmas` before they are summed, and a sample more than `jump_sigmas` away is a
-jump (a checkpoint dip, a job restart to idle), the level detector's business: it leaves the sums and
-the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is
+The CUSUM runs on `batch_s` means of the samples, not on the samples: gauges are autocorrelated
+(a temperature wanders for minutes and dcgm-exporter prints whole degrees), and a CUSUM of raw scrapes
+reads every run of 84s among 83s as drift (it voted on nearly half the samples of simulated GPU
+temperatures; on 5-minute means, a few percent). A creep over hours loses nothing to 5-minute means.
+Between batch ends each sample carries the last batch's evidence, so fusion sees it held, not blinking.
+
+Noise is measured from first differences of the means (EWMA of |Δx| over hours), which a creep barely
+changes; deviations are winsorised at `clip_sigmas` before they are summed, and a mean more than
+`jump_sigmas` away is a jump (a job restart to idle), the level detector's business: it leaves the sums
+and the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is
 calibrated against the series' own history. A level that has held for `max_run_s` (a job phase
 change, a new steady temperature, a jump that stayed) becomes the new reference: the sums restart
 there, so one change is evidence for an hour, not until the slow reference has caught up.
@@ -15,8 +21,8 @@ there, so one change is evidence for an hour, not until the slow reference has c
 >>> import numpy as np
 >>> det = DriftCusum()
 >>> ids, rng = np.zeros(1, dtype=np.int64), np.random.default_rng(0)
->>> ps = [det.update(ids, np.array([15.0 * t]), 60 + rng.normal(0, 0.5, 1) + max(0, t - 500) * 0.01)
-...       for t in range(1000)]
+>>> ps = [det.update(ids, np.array([15.0 * t]), 60 + rng.normal(0, 0.5, 1) + max(0, t - 500) / 240)
+...       for t in range(1200)]  # +1 a hour from the 500th scrape on
 >>> float(min(ps[:500])[0]) > 1e-4, float(min(ps[500:])[0]) < 1e-6
 (True, True)
 """
@@ -41,15 +47,17 @@ class DriftCusum:
     def __init__(
         self,
         ref_half_life_s: float = 6 * 3600.0,
-        noise_half_life_s: float = 3600.0,
+        noise_half_life_s: float = 6 * 3600.0,
         slack: float = 0.5,
         clip_sigmas: float = 3.0,
         jump_sigmas: float = 8.0,
-        warmup: int = 60,
+        warmup: int = 12,  # batches: an hour of 5-minute means
         max_run_s: float = 3600.0,
         rel_floor: float = 0.002,
         abs_floor: float = 1e-6,
+        batch_s: float = 300.0,
     ) -> None:
+        self.batch_s = batch_s
         self.ref_half_life_s = ref_half_life_s
         self.noise_half_life_s = noise_half_life_s
         self.slack = slack
@@ -69,6 +77,11 @@ class DriftCusum:
                 "n": 0.0,
                 "last_ts": -np.inf,
                 "since": np.nan,
+                "bsum": 0.0,  # the open batch: sum, count, first and last sample times
+                "bn": 0.0,
+                "bstart": np.nan,
+                "bseen": -np.inf,
+                "p": 1.0,  # the evidence of the last closed batch
             }
         )
         self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
@@ -80,8 +93,26 @@ class DriftCusum:
         self.state.ensure(int(ids.max()))
         self.calibrator.ensure(int(ids.max()))
         for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
+            p[idx] = self._batch_round(ids[idx], ts[idx], values[idx])
         return p
+
+    def _batch_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """Fold each sample into its series' open batch; a batch `batch_s` old closes into the CUSUM."""
+        st = self.state
+        ok = np.isfinite(x) & (ts > st["bseen"][ids])  # out-of-order and repeated samples are not folded in
+        start = np.where(np.isnan(st["bstart"][ids]), ts, st["bstart"][ids])
+        bsum = st["bsum"][ids] + np.where(ok, x, 0.0)
+        bn = st["bn"][ids] + ok
+        seen = st["bseen"][ids]
+        interval = np.minimum(np.where(np.isfinite(seen), ts - seen, 0.0), self.batch_s)
+        close = ok & (ts - start + interval >= self.batch_s)  # the batch covers `batch_s` of scrapes
+        st.put(ids, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
+        shut = np.flatnonzero(close)
+        if len(shut):
+            c = ids[shut]
+            st["p"][c] = self._update_round(c, ts[shut], bsum[shut] / bn[shut])
+            st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
+        return st.read("p", ids)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state

@@ -1,10 +1,12 @@
 """Multi-signal fusion: per-entity evidence by signal family, combined across families per tick.
 
 Within a family the strongest series speaks for it (the correlated metrics of one GPU are one vote, not
-many); across families, capped surprises (-log10 p) of the families that clear `vote_min` are summed,
-so two independent families at p=1e-4 weigh as much as one at 1e-8. Family evidence is max-held and
-decays with an event-time half-life, which is what lets scrapes of different series, arriving a few
-seconds apart, meet in one vote.
+many), its surprise lowered by log10 of the number of series it was the strongest of (Bonferroni: the
+smallest of 15 utilisation p-values is not as rare as the one PCIe replay counter's). Across families,
+capped surprises (-log10 p) of the families that clear `vote_min` are summed, so two independent
+families at p=1e-4 weigh as much as one at 1e-8. Family evidence is max-held and decays with an
+event-time half-life, which is what lets scrapes of different series, arriving a few seconds apart,
+meet in one vote.
 
 Entities are GPUs and nodes alike (a node's own series, node-exporter's, form the node entity); the
 registry decides which entity a series belongs to.
@@ -20,10 +22,11 @@ from numpy.typing import NDArray
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
 from detectors.signals import (
-    HARD_ERROR_FAMILIES,
+    LOAD_COUPLED,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
     SHARED_CAUSE_FAMILIES,
+    SUSTAINED_FAMILIES,
     WORKLOAD_FAMILIES,
     Family,
 )
@@ -83,6 +86,7 @@ class Fusion:
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # ticks in a row with fresh evidence
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
+        self.n_series = np.zeros((0, N_FAMILIES), dtype=np.int64)  # ... and how many (`add_series`)
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
         self.shared_levels = np.zeros((2, N_FAMILIES), dtype=bool)  # ... at the GPU / node level
@@ -99,15 +103,26 @@ class Fusion:
         self.top_series = np.vstack([self.top_series, np.full((grow, N_FAMILIES), -1, dtype=np.int64)])
         self.top_value = np.vstack([self.top_value, np.full((grow, N_FAMILIES), np.nan)])
         self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.n_series = np.vstack([self.n_series, np.zeros((grow, N_FAMILIES), dtype=np.int64)])
         self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
+    def add_series(self, entity: Ids, family: NDArray[np.uint8]) -> None:
+        """Count newly registered series per (entity, family); each also counts for its entity's liveness
+        (staleness evidence of any series lands there), a workload series for fail-slow too."""
+        known = (entity >= 0) & (family < N_FAMILIES)
+        ent, fam = entity[known], family[known].astype(np.int64)
+        np.add.at(self.n_series, (ent, fam), 1)
+        np.add.at(self.n_series[:, Family.LIVENESS], ent[fam != Family.LIVENESS], 1)
+        np.add.at(self.n_series[:, Family.FAIL_SLOW], ent[_mask(WORKLOAD_FAMILIES)[fam]], 1)
+
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
-        s = surprise(ev.p)
         known = entity >= 0
+        ent, fam = np.where(known, entity, 0), family.astype(np.int64)
+        s = np.maximum(surprise(ev.p) - np.log10(np.maximum(self.n_series[ent, fam], 1)), 0.0)
         self.present[entity[known], family[known]] = True
         hot = (s > 0) & known
         if not hot.any():
@@ -134,7 +149,8 @@ class Fusion:
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
-        self.lift_node_causes()
+        coupled = self.load_coupled()
+        self.lift_node_causes(coupled)
         self.common = self.common_mode()
         if (self.common & _mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
@@ -142,7 +158,7 @@ class Fusion:
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
         self.streak = np.where(self.fresh >= cfg.sustain_surprise, self.streak + 1, 0).astype(np.int32)
         self.fresh[:] = 0.0
-        fused = self.fused()
+        fused = self.fused(coupled)
         self.at_tick = self.held.copy()  # what the last evaluation saw, for explanations
         self.decay(cfg.step_s)
         self.last_tick = tick
@@ -168,13 +184,32 @@ class Fusion:
         self.shared_levels = shared
         return np.asarray(shared.any(axis=0))
 
-    def lift_node_causes(self) -> None:
+    def load_coupled(self) -> NDArray[np.bool_]:
+        """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load
+        families on the same entity: the load's evidence, not the family's own.
+
+        Judged before shared causes are cleared and node causes lifted, so a checkpoint's I/O (cleared as
+        shared a moment later) still explains the latency it caused, and the heat of a job starting on
+        every GPU of a node is not credited to the node as a cooling fault.
+        """
+        voting = self.held >= self.config.vote_min
+        out = np.zeros_like(voting)
+        for family, loads in LOAD_COUPLED.items():
+            for load in loads:
+                out[:, family] |= (
+                    voting[:, family]
+                    & voting[:, load]
+                    & (self.top_rising[:, load] == self.top_rising[:, family])
+                )
+        return out
+
+    def lift_node_causes(self, coupled: NDArray[np.bool_]) -> None:
         """Move evidence shared by most of a node's GPUs up to the node entity.
 
         Several GPUs of one node moving together (a PCIe or NVLink switch, the node's cooling) are one
         node fault, not several GPU faults: a shared-cause family is credited to the node entity and
-        cleared from its GPUs; a workload family (a single-node job's phase) is only cleared; per-device
-        families (ECC, Xid) stay with their GPU.
+        cleared from its GPUs; a workload or load-coupled family (a single-node job's phase) is only
+        cleared; per-device families (ECC, Xid) stay with their GPU.
         """
         gpus = np.flatnonzero(self.parent >= 0)
         if not len(gpus):
@@ -190,7 +225,7 @@ class Fusion:
         if not moved.any():
             return
         shared, per_device = _mask(SHARED_CAUSE_FAMILIES), _mask(PER_DEVICE_FAMILIES)
-        rows, fams = np.nonzero(moved & shared)
+        rows, fams = np.nonzero(moved & shared & ~coupled[gpus])  # a load-coupled move is the job's
         credit = self.held[gpus[rows], fams]
         cells = nodes[rows] * N_FAMILIES + fams
         flat = self.held.reshape(-1)
@@ -202,26 +237,21 @@ class Fusion:
         clear_rows, clear_fams = np.nonzero(moved & ~per_device)
         self.held[gpus[clear_rows], clear_fams] = 0.0
 
-    def fused(self) -> Floats:
+    def fused(self, coupled: NDArray[np.bool_]) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
-        workload families (utilisation, power, host load move together) counting as one vote."""
+        workload families (utilisation, power, host load move together) counting as one vote, joined by
+        the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
+        workload vote is: it may page alone once sustained, as hardware errors may."""
         cfg = self.config
-        sustained = (self.streak >= cfg.sustain_ticks) & _mask(HARD_ERROR_FAMILIES)
+        sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
         capped = np.minimum(self.held, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
-        workload = _mask(WORKLOAD_FAMILIES)
-        # heat that rises with power is the load's: then thermal joins the workload vote
-        hot_load = (
-            (votes[:, Family.POWER] > 0)
-            & self.top_rising[:, Family.POWER]
-            & self.top_rising[:, Family.THERMAL]
-        )
-        thermal = votes[:, Family.THERMAL]
-        job = np.minimum(
-            np.maximum(votes[:, workload].max(axis=1, initial=0.0), np.where(hot_load, thermal, 0.0)),
-            cfg.workload_cap,
-        )
-        fused: Floats = votes[:, ~workload].sum(axis=1) - np.where(hot_load, thermal, 0.0) + job
+        load = np.where(coupled, votes, 0.0)
+        own = np.where(coupled, 0.0, votes)
+        job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
+        # a GPU apart from its peers is the job's signals too (one vote with them), but not its phase
+        job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
+        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
         return fused
 
     def voting_families(self, entity: int) -> list[int]:
@@ -242,6 +272,7 @@ class Fusion:
             "top_rising": self.top_rising,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
+            "n_series": self.n_series,
             "common": self.common,
             "shared_levels": self.shared_levels,
             "workload_shift_at": np.array([self.workload_shift_at]),
@@ -257,6 +288,7 @@ class Fusion:
         self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
+        self.n_series = np.array(arrays.get("n_series", self.present), dtype=np.int64)  # older snapshots
         self.common = np.array(arrays["common"], dtype=bool)
         self.shared_levels = np.array(arrays["shared_levels"], dtype=bool)
         self.workload_shift_at = float(arrays["workload_shift_at"][0])

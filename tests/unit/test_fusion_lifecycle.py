@@ -46,8 +46,13 @@ def test_a_family_moving_on_most_entities_is_common_mode_and_cleared() -> None:
     f = Fusion()
     f.ensure(10)
     ents = list(range(10))
-    f.ingest(*evidence(ents, [Family.UTILIZATION] * 10, [1e-12] * 10))  # a checkpoint dip everywhere
-    f.ingest(*evidence([4], [Family.THERMAL], [1e-6]))
+    dip = Evidence(
+        np.arange(10, dtype=np.int64), np.zeros(10), np.ones(10), np.full(10, 1e-12), np.zeros(10, bool)
+    )
+    f.ingest(
+        dip, np.array(ents, dtype=np.int64), np.full(10, Family.UTILIZATION, dtype=np.uint8)
+    )  # a checkpoint
+    f.ingest(*evidence([4], [Family.THERMAL], [1e-6]))  # hotter while the job dips: not the load's
     fused = f.evaluate(0.0)
     assert fused[4] == 6.0  # thermal alone; utilisation is explained by the cluster
     assert f.common[Family.UTILIZATION]
@@ -140,3 +145,75 @@ def test_one_sick_gpu_of_a_two_gpu_node_stays_a_gpu_fault() -> None:
     fused = f.evaluate(0.0)
     assert fused[1] == 12.0
     assert fused[0] == 0.0
+
+
+def directed(
+    families: list[Family], p: list[float], rising: list[bool]
+) -> tuple[Evidence, np.ndarray, np.ndarray]:
+    """Evidence on entity 0, each family's series above (True) or below its baseline."""
+    n = len(p)
+    ev = Evidence(np.arange(n, dtype=np.int64), np.zeros(n), np.ones(n), np.array(p), np.array(rising))
+    return ev, np.zeros(n, dtype=np.int64), np.array(families, dtype=np.uint8)
+
+
+def test_storage_latency_rising_with_the_nodes_own_io_is_the_load_not_a_fault() -> None:
+    f = Fusion()
+    f.ensure(2)
+    f.ingest(*directed([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, True]))
+    assert f.evaluate(0.0)[0] == FusionConfig().workload_cap
+
+
+def test_storage_latency_rising_while_the_node_moves_fewer_bytes_counts_on_its_own() -> None:
+    f = Fusion()
+    f.ensure(2)
+    f.ingest(*directed([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
+    cfg = FusionConfig()
+    assert f.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+
+
+def test_heat_falling_as_the_job_stops_is_the_load_and_heat_against_it_is_not() -> None:
+    cfg = FusionConfig()
+    job_stop = Fusion()
+    job_stop.ensure(2)
+    job_stop.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [False, False]))
+    assert job_stop.evaluate(0.0)[0] == cfg.workload_cap
+    cooling = Fusion()  # hotter while the GPU does less: a cooling fault, its own vote
+    cooling.ensure(2)
+    cooling.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
+    assert cooling.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+
+
+def test_heat_of_a_job_starting_on_every_gpu_of_a_node_is_not_credited_to_the_node() -> None:
+    f = Fusion()
+    f.ensure(9)
+    f.parent[1:9] = 0  # entity 0 is the node, 1..8 its GPUs
+    gpus = list(range(1, 9))
+    n = len(gpus)
+    ev = Evidence(np.arange(2 * n, dtype=np.int64), np.zeros(2 * n), np.ones(2 * n), np.full(2 * n, 1e-12))
+    families = np.array([Family.THERMAL] * n + [Family.UTILIZATION] * n, dtype=np.uint8)
+    f.ingest(ev, np.array(gpus + gpus, dtype=np.int64), families)
+    fused = f.evaluate(0.0)
+    assert fused[0] < 8.0 and (fused[1:] < 8.0).all()
+    assert f.at_tick[0, Family.THERMAL] == 0.0
+
+
+def test_heat_on_every_gpu_of_a_node_with_no_load_change_is_the_nodes_cooling() -> None:
+    f = Fusion()
+    f.ensure(9)
+    f.parent[1:9] = 0
+    gpus = list(range(1, 9))
+    f.ingest(*evidence(gpus, [Family.THERMAL] * 8, [1e-12] * 8))
+    f.evaluate(0.0)
+    assert f.at_tick[0, Family.THERMAL] > 0.0
+
+
+def test_the_strongest_of_many_series_counts_for_less_than_a_lone_series_at_the_same_p() -> None:
+    f = Fusion()
+    f.ensure(2)
+    f.add_series(np.zeros(15, dtype=np.int64), np.full(15, Family.UTILIZATION, dtype=np.uint8))
+    f.add_series(np.ones(1, dtype=np.int64), np.full(1, Family.PCIE, dtype=np.uint8))
+    f.ingest(*evidence([0, 1], [Family.UTILIZATION, Family.PCIE], [1e-3, 1e-3]))
+    f.evaluate(0.0)
+    assert f.voting_families(0) == []  # 3 - log10(15) < vote_min: one of 15 at p=1e-3 is ordinary
+    assert f.voting_families(1) == [Family.PCIE]
+    assert f.n_series[0, Family.LIVENESS] == 15 and f.n_series[1, Family.LIVENESS] == 1
