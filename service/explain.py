@@ -47,14 +47,15 @@ def entity_evidence(p: Pipeline, eid: int) -> EntityEvidence:
     for f in np.flatnonzero(row > 0):
         sid = int(p.fusion.top_series[eid, f])
         known = sid >= 0
+        metric, labels = p.registry.series(sid) if known else (None, {})
         fams.append(
             FamilyEvidence(
                 family=Family(int(f)).label,
                 surprise=round(float(row[f]), 3),
                 votes=bool(row[f] >= p.fusion.config.vote_min),
                 common_mode=bool(p.fusion.common[f]),
-                metric=p.registry.names[sid] if known else None,
-                labels=p.registry.labels[sid] if known else {},
+                metric=metric,
+                labels=labels,
                 value=_finite(float(p.fusion.top_value[eid, f])),
                 baseline=_finite(float(p.bank.baseline(np.array([sid]))[0])) if known else None,
             )

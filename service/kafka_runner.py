@@ -56,8 +56,7 @@ def dead_letter_headers(dl: DeadLetter) -> list[tuple[str, bytes]]:
 
 def to_message(rec: ConsumerRecord) -> Message:
     value = rec.value if rec.value is not None else b""
-    headers = tuple((k, v or b"") for k, v in (rec.headers or ()))
-    return Message(value, rec.timestamp / 1000.0, rec.topic, rec.partition, rec.offset, rec.key, headers)
+    return Message(value, rec.timestamp / 1000.0, rec.topic, rec.partition, rec.offset, rec.key, rec.headers)
 
 
 def source(tp: TopicPartition) -> str:

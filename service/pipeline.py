@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from detectors.bank import DetectorBank, Evidence
 from detectors.cluster import cluster_families, cluster_fused
@@ -73,6 +74,7 @@ class Pipeline:
         self.cluster_score = 0.0
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
+        self.registered = 0  # series the detectors have been told about (ids below this)
         self.xid_alerts = XidAlerts(self, fingerprint)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
@@ -94,18 +96,25 @@ class Pipeline:
         if not isinstance(samples, Samples):
             samples = Samples.of(samples)
         if len(samples):
-            reg = self.registry
-            before = len(reg)
-            ids = reg.intern_many(samples.names, samples.labels)
-            ts = np.array(samples.ts, dtype=np.float64)
-            values = np.array(samples.values, dtype=np.float64)
-            if len(reg) > before:
-                new = np.arange(before, len(reg), dtype=np.int64)
-                self.bank.set_kinds(new, reg.kind_of[new])
-                self._set_groups(new)
-                self.fusion.ensure(len(reg.entities))
-                self.fusion.parent[: len(reg.entities)] = reg.parent_of
-                self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
+            ids = self.registry.intern_many(samples.names, samples.labels)
+            self.add_series(ids, np.array(samples.ts, dtype=np.float64), np.array(samples.values), source)
+
+    def add_series(
+        self, ids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64], source: str
+    ) -> None:
+        """Buffer samples of series already interned in `registry` (-1: refused by the cardinality
+        limit, dropped). Series interned since the last call are registered with the detectors here,
+        so callers may intern one at a time and hand over whole columns."""
+        reg = self.registry
+        if len(reg) > self.registered:
+            new = np.arange(self.registered, len(reg), dtype=np.int64)
+            self.bank.set_kinds(new, reg.kind_of[new])
+            self._set_groups(new)
+            self.fusion.ensure(len(reg.entities))
+            self.fusion.parent[: len(reg.entities)] = reg.parent_of
+            self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
+            self.registered = len(reg)
+        if len(ids):
             kept = ids >= 0
             self.buffer.add(ids[kept], ts[kept], values[kept])
             self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
@@ -157,7 +166,7 @@ class Pipeline:
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
-            peer[i] = groups.group_of(reg.names[sid], reg.labels[sid], ent.node, ent.gpu)
+            peer[i] = groups.group_of(*reg.series(sid), ent.node, ent.gpu)
             node[i] = groups.node_of(ent.node)
         self.bank.set_groups(new, peer, node)
 
@@ -285,11 +294,12 @@ class Pipeline:
                 continue
             value = float(self.fusion.top_value[entity, fam])
             base = float(self.bank.baseline(np.array([sid]))[0])
+            metric, labels = self.registry.series(sid)
             out.append(
                 Signal(
                     family=Family(fam).label,
-                    metric=self.registry.names[sid],
-                    labels=self.registry.labels[sid],
+                    metric=metric,
+                    labels=labels,
                     value=value if np.isfinite(value) else None,
                     baseline=base if np.isfinite(base) else None,
                     surprise=round(float(self.fusion.at_tick[entity, fam]), 3),

@@ -4,6 +4,12 @@ Every message is accounted for exactly once: it decodes to at least one record (
 `prexid_messages_decoded_total{stream}`) or it becomes a dead letter with a reason (counted in
 `prexid_dead_letters_total{reason}`), so decoded + dead-lettered = consumed (`prexid_messages_total`).
 
+Most metric records are prometheus-kafka-adapter samples of series seen before. Those are read without
+parsing JSON: `prom_kafka_adapter.split` cuts out timestamp, value and the bytes naming the series, and
+the series is found by those bytes (a registry alias). Anything else goes through its topic's decoder,
+which stays the reference: a series' bytes become an alias only after one of its messages was decoded
+in full, so both paths read every message alike (tests/unit/test_processor_fast_path.py).
+
 Metrics and kernel logs arrive on different topics, and a consumer catching up on a backlog can read a
 kernel line long before the samples that preceded it. So Xid events are held until the metric stream
 has reached their event time (then every pre_xid alert those samples could fire has fired and the
@@ -16,11 +22,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from service.decode import formats
+import numpy as np
+
+from service.decode import formats, prom_kafka_adapter
+from service.decode.common import parse_rfc3339
 from service.decode.kernel_events import extract_events
-from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
+from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder
 from service.models import Alert, GpuOffBusEvent, KernelEvent, XidEvent
 from service.pipeline import Pipeline
 from service.telemetry import Telemetry
@@ -30,9 +39,9 @@ HOST_HEADERS = ("host", "prexid.host")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One consumed record, wherever it came from (Kafka, the demo, a file)."""
+class Message(NamedTuple):
+    """One consumed record, wherever it came from (Kafka, the demo, a file). A tuple: one is made
+    per record, and a tuple is the cheapest object Python makes."""
 
     payload: bytes
     ts: float  # the record's own timestamp, epoch seconds
@@ -40,7 +49,7 @@ class Message:
     partition: int = -1
     offset: int = -1
     key: bytes | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: Sequence[tuple[str, bytes | None]] = ()
 
     def transport_host(self) -> str | None:
         """The host a `host` header or the record key names, for payloads that name none themselves."""
@@ -63,6 +72,18 @@ class DeadLetter:
     message: Message
     reason: str
     detail: str
+
+
+@dataclass
+class _Columns:
+    """One source's decoded samples, by series id (-1: refused by the cardinality limit)."""
+
+    ids: list[int] = field(default_factory=list)
+    ts: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+
+FAST_DECODERS = (prom_kafka_adapter.decode, formats.decode_metrics_auto)  # read alike by `split`
 
 
 @dataclass
@@ -105,21 +126,20 @@ class Processor:
         event-time watermark back. `drain` (end of a replay) scores everything still buffered.
         """
         out = Output()
-        by_source: dict[str, Samples] = {}
-        for msg, part in self._decode_all(metrics, "metrics", self._metrics_decoder, out):
-            by_source.setdefault(msg.source, Samples()).extend(part)
+        by_source = self._decode_metrics(metrics, out)
         lines: list[KernelLine] = []
         for _, got in self._decode_all(logs, "logs", self._logs_decoder, out):
             lines.extend(got)
-        for source, samples in by_source.items():
-            self.pipeline.add_samples(samples, source)
+        for source, cols in by_source.items():
+            ids = np.array(cols.ids, dtype=np.int64)
+            self.pipeline.add_series(ids, np.array(cols.ts, dtype=np.float64), np.array(cols.values), source)
         self.pipeline.watermarks.set_backlogged(set(backlogged))
         out.alerts.extend(self.pipeline.advance(drain))
         out.events = extract_events(lines)
         self.held_xids += [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
         out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(everything=drain or not backlogged)))
 
-        self._count(metrics, logs, sum(map(len, by_source.values())), lines, out)
+        self._count(metrics, logs, sum(len(c.ids) for c in by_source.values()), lines, out)
         if out.alerts:
             for listener in self.listeners:
                 listener(out.alerts)
@@ -146,25 +166,82 @@ class Processor:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
 
+    def _decode_metrics(self, msgs: Sequence[Message], out: Output) -> dict[str, _Columns]:
+        """Metric messages as columns per source, series interned (the module docstring has the fast
+        path). Messages come grouped by topic partition, so per-source work is paid per group."""
+        registry = self.pipeline.registry
+        aliases = registry.aliases
+        stamps: dict[bytes, float] = {}  # a batch holds few distinct scrape times
+        by_source: dict[str, _Columns] = {}
+        cols, group, fast, decoded = _Columns(), ("", -2), False, 0
+        for msg in msgs:
+            if (msg.topic, msg.partition) != group:
+                group = (msg.topic, msg.partition)
+                cols = by_source.setdefault(msg.source, _Columns())
+                fast = self._fast(msg.topic)
+            parts = prom_kafka_adapter.split(msg.payload) if fast else None
+            sid = None
+            if parts is not None:  # series named in the labels, else named by the transport too
+                sid = aliases.get(parts[0])
+                if sid is None:
+                    sid = aliases.get((parts[0], msg.transport_host()))
+            if parts is not None and sid is not None:
+                try:
+                    value = float(parts[2])
+                    ts = stamps.get(parts[1])
+                    if ts is None:
+                        ts = stamps[parts[1]] = parse_rfc3339(parts[1].decode())
+                except (ValueError, DecodeError):
+                    pass  # the decoder below names what is wrong
+                else:
+                    cols.ids.append(sid)
+                    cols.ts.append(ts)
+                    cols.values.append(value)
+                    decoded += 1
+                    continue
+            got = self._decode_one(msg, self._metrics_decoder, out)
+            if got is None:
+                continue
+            alias = None
+            if parts is not None and len(got) == 1:
+                alias = prom_kafka_adapter.alias(parts[0], msg.transport_host())
+            cols.ids.extend(
+                registry.intern(n, lab, alias) for n, lab in zip(got.names, got.labels, strict=True)
+            )
+            cols.ts.extend(got.ts)
+            cols.values.extend(got.values)
+            decoded += 1
+        self.telemetry.messages_decoded.labels("metrics").inc(decoded)
+        return by_source
+
+    def _fast(self, topic: str) -> bool:
+        """Whether `prom_kafka_adapter.split` reads this topic's messages as its decoder does."""
+        try:
+            return self._metrics_decoder(topic) in FAST_DECODERS
+        except DecodeError:  # a format that is no metric format: each message is a dead letter
+            return False
+
     def _decode_all(
         self, msgs: Sequence[Message], stream: str, pick: Callable[[str], Callable[..., T]], out: Output
     ) -> list[tuple[Message, T]]:
-        decoded: list[tuple[Message, T]] = []
-        for msg in msgs:
-            try:
-                got = pick(msg.topic)(msg.payload, msg.ts, msg.transport_host())
-                if not len(got):  # type: ignore[arg-type]
-                    raise DecodeError("empty", "decoded to no records")
-            except DecodeError as err:
-                out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
-                continue
-            except Exception as exc:  # a decoder bug must cost one message, not the consumer
-                log.exception("decoder failed on %s[%d]@%d", msg.topic, msg.partition, msg.offset)
-                out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
-                continue
-            decoded.append((msg, got))
+        decoded = [(msg, got) for msg in msgs if (got := self._decode_one(msg, pick, out)) is not None]
         self.telemetry.messages_decoded.labels(stream).inc(len(decoded))
         return decoded
+
+    def _decode_one(self, msg: Message, pick: Callable[[str], Callable[..., T]], out: Output) -> T | None:
+        """The message decoded by its topic's decoder, or None and a dead letter saying why."""
+        try:
+            got = pick(msg.topic)(msg.payload, msg.ts, msg.transport_host())
+            if not len(got):  # type: ignore[arg-type]
+                raise DecodeError("empty", "decoded to no records")
+        except DecodeError as err:
+            out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
+            return None
+        except Exception as exc:  # a decoder bug must cost one message, not the consumer
+            log.exception("decoder failed on %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+            out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
+            return None
+        return got
 
     def _metrics_decoder(self, topic: str) -> MetricDecoder:
         name = self.topic_formats.get(topic)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from detectors.base import pack_blobs, unpack_blobs
+from detectors.base import unpack_blobs
 from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.xid_bursts import Burst
@@ -29,7 +29,7 @@ from service.series import Entity, SeriesRegistry
 from service.xid_alerts import _Incident
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 2  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts
+VERSION = 3  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes
 
 
 class SnapshotError(ValueError):
@@ -58,8 +58,14 @@ def dump(processor: Processor, offsets: dict[str, int]) -> bytes:
     }
     buf = io.BytesIO()
     np.savez(buf, allow_pickle=False, **_arrays(p))
-    body = pack_blobs(orjson.dumps(meta), buf.getvalue(), p.bank.snapshot())
-    return MAGIC + VERSION.to_bytes(2, "little") + body
+    parts: list[bytes | memoryview] = [orjson.dumps(meta), buf.getbuffer(), p.bank.snapshot()]
+    # pack_blobs' layout, joined once: each concatenation would copy the whole snapshot again
+    framed = [x for part in parts for x in (_size(part), part)]
+    return b"".join([MAGIC, VERSION.to_bytes(2, "little"), *framed])
+
+
+def _size(blob: bytes | memoryview) -> bytes:
+    return len(blob).to_bytes(8, "little")
 
 
 def load(data: bytes, processor: Processor) -> dict[str, int]:
@@ -99,8 +105,6 @@ def load(data: bytes, processor: Processor) -> dict[str, int]:
 def _registry_meta(reg: SeriesRegistry) -> dict[str, Any]:
     return {
         "max_series": reg.max_series,
-        "names": reg.names,
-        "labels": reg.labels,
         "entities": [[e.node, e.gpu] for e in reg.entities],
         "gpu_by_pci": [[node, pci, eid] for (node, pci), eid in reg.gpu_by_pci.items()],
         "gpu_by_uuid": reg.gpu_by_uuid,
@@ -111,21 +115,12 @@ def _registry_meta(reg: SeriesRegistry) -> dict[str, Any]:
 
 
 def _restore_registry(reg: SeriesRegistry, meta: dict[str, Any]) -> None:
-    reg.names = list(meta["names"])
-    reg.labels = list(meta["labels"])
-    reg.ids = {
-        (n, tuple(sorted(lab.items()))): i
-        for i, (n, lab) in enumerate(zip(reg.names, reg.labels, strict=True))
-    }
     reg.entities = [Entity(node, gpu) for node, gpu in meta["entities"]]
     reg.entity_ids = {e: i for i, e in enumerate(reg.entities)}
     reg.gpu_by_pci = {(node, pci): int(eid) for node, pci, eid in meta["gpu_by_pci"]}
     reg.gpu_by_uuid = {str(k): int(v) for k, v in meta["gpu_by_uuid"].items()}
     reg.uuid_of = {int(eid): str(uuid) for eid, uuid in meta["uuid_of"]}
     reg.parent_of = [int(e) for e in meta["parent_of"]]
-    reg.fast_ids = {
-        (n, tuple(lab.items())): i for i, (n, lab) in enumerate(zip(reg.names, reg.labels, strict=True))
-    }
     reg.refused = int(meta["refused"])
 
 
@@ -133,6 +128,8 @@ def _arrays(p: Pipeline) -> dict[str, Any]:
     """Every numpy array of the pipeline; scalars that may be infinite travel here, not in JSON."""
     reg, fusion = p.registry, p.fusion
     return {
+        "reg_keys": np.frombuffer(b"".join(reg.keys), dtype=np.uint8),
+        "reg_key_ends": np.cumsum([len(k) for k in reg.keys], dtype=np.int64),
         "reg_entity_of": reg.entity_of,
         "reg_family_of": reg.family_of,
         "reg_kind_of": reg.kind_of,
@@ -153,6 +150,10 @@ def _arrays(p: Pipeline) -> dict[str, Any]:
 
 def _restore_arrays(p: Pipeline, a: dict[str, Any]) -> None:
     reg = p.registry
+    blob, ends = a["reg_keys"].tobytes(), a["reg_key_ends"].tolist()
+    reg.keys = [blob[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+    reg.ids = {k: i for i, k in enumerate(reg.keys)}
+    p.registered = len(reg.keys)  # the bank's snapshot carries their kinds and groups
     reg.entity_of = a["reg_entity_of"].astype(np.int64)
     reg.family_of = a["reg_family_of"].astype(np.uint8)
     reg.kind_of = a["reg_kind_of"].astype(np.uint8)

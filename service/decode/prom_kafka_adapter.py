@@ -1,10 +1,14 @@
 """prometheus-kafka-adapter JSON: one sample per message, value as a string, RFC3339 timestamp.
 
 `{"timestamp":"2026-12-02T13:00:15Z","value":"71.5","name":"DCGM_FI_DEV_GPU_TEMP","labels":{...}}`
+
+`split` reads a message without parsing JSON, for series already seen (`service.processor` says how).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Hashable
 from typing import Any
 
 from service.decode.common import load_object, metric_name, number, parse_rfc3339, str_labels, with_host
@@ -24,3 +28,45 @@ def decode_doc(doc: dict[str, Any], ref_ts: float, host: str | None = None) -> S
         raise DecodeError("missing_timestamp")
     value = number(doc.get("value"))  # the adapter sends strings, "NaN" and "+Inf" included
     return Samples([name], [with_host(str_labels(labels), host)], [parse_rfc3339(ts)], [value])
+
+
+_TEXT = rb'"([\x20\x21\x23-\x5b\x5d-\x7e]*)"'  # a JSON string of printable ASCII, nothing escaped
+_STAMP_FIRST = re.compile(rb'\{"timestamp":' + _TEXT + rb',"value":' + _TEXT + rb",(.+)\}\Z", re.S)
+_STAMP_LAST = re.compile(rb"\{(.+),\"timestamp\":" + _TEXT + rb',"value":' + _TEXT + rb"\}\Z", re.S)
+
+
+def split(payload: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """(series, timestamp, value) of a compact message with timestamp and value first (as our
+    simulator and Vector write it) or last (the adapter's Go encoder sorts its keys); else None.
+
+    `series` is the message's other members, verbatim: the bytes that name the series. Nothing is
+    validated here; a caller may only trust the parts for a `series` whose full message it once
+    decoded (see `alias`).
+    """
+    m = _STAMP_FIRST.match(payload)
+    if m is not None:
+        ts, value, series = m.groups()
+        return series, ts, value
+    m = _STAMP_LAST.match(payload)
+    if m is not None:
+        series, ts, value = m.groups()
+        return series, ts, value
+    return None
+
+
+def alias(series: bytes, host: str | None) -> Hashable | None:
+    """What every message `split` into these `series` bytes, sent with this transport `host`,
+    decodes to the same name and labels under; None when the bytes cannot vouch for that.
+
+    The bytes must hold exactly `name` and `labels` (no duplicate timestamp or value, and `auto`
+    reads the message as this format). If the labels name the host the bytes alone decide; if not,
+    the transport's host is added to the labels, so it is part of the alias.
+    """
+    try:
+        doc = load_object(b"{" + series + b"}")
+        labels = str_labels(doc.get("labels"))
+    except DecodeError:
+        return None
+    if doc.keys() != {"name", "labels"}:
+        return None
+    return series if with_host(labels, "-") is labels else (series, host)

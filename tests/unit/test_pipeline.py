@@ -127,6 +127,15 @@ def test_cardinality_limit_refuses_new_series_and_counts_them() -> None:
     assert reg.refused == 2
 
 
+def test_a_series_is_one_id_whatever_its_label_order_or_alias() -> None:
+    reg = SeriesRegistry()
+    sid = reg.intern("m", {"b": "2", "a": "1"})
+    assert reg.intern("m", {"a": "1", "b": "2"}) == sid
+    assert reg.intern("m", {"a": "1", "b": "2"}, alias=b"raw bytes") == sid
+    assert reg.aliases[b"raw bytes"] == sid and reg.intern("m", {"a": "1"}) != sid
+    assert reg.series(sid) == ("m", {"a": "1", "b": "2"}) and len(reg) == 2
+
+
 def test_an_xid_read_before_its_metrics_waits_for_them_and_keeps_its_lead_time() -> None:
     """A consumer catching up on a backlog may read the kernel topic far ahead of the metrics topic."""
     _, processor = build(Settings())
