@@ -184,8 +184,7 @@ class Pipeline:
 
     def _evaluate(self, tick: float) -> list[Alert]:
         n = len(self.registry.entities)
-        self.fusion.ensure(n)
-        self.fusion.parent[:n] = self.registry.parent_of
+        self.fusion.ensure(n)  # parents are set when series register (`add_series`), not every tick
         self._ingest_silence(tick)
         fused = self.fusion.evaluate(tick)
         self.fused_scores = fused
