@@ -22,11 +22,11 @@ from numpy.typing import NDArray
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
 from detectors.signals import (
+    HARD_ERROR_FAMILIES,
     LOAD_COUPLED,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
     SHARED_CAUSE_FAMILIES,
-    SUSTAINED_FAMILIES,
     WORKLOAD_FAMILIES,
     Family,
 )
@@ -111,12 +111,11 @@ class Fusion:
 
     def add_series(self, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Count newly registered series per (entity, family); each also counts for its entity's liveness
-        (staleness evidence of any series lands there), a workload series for fail-slow too."""
+        (staleness evidence of any series lands there)."""
         known = (entity >= 0) & (family < N_FAMILIES)
         ent, fam = entity[known], family[known].astype(np.int64)
         np.add.at(self.n_series, (ent, fam), 1)
         np.add.at(self.n_series[:, Family.LIVENESS], ent[fam != Family.LIVENESS], 1)
-        np.add.at(self.n_series[:, Family.FAIL_SLOW], ent[_mask(WORKLOAD_FAMILIES)[fam]], 1)
 
     def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
         """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
@@ -248,18 +247,15 @@ class Fusion:
     def fused(self, evidence: Floats, coupled: NDArray[np.bool_]) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
         workload families (utilisation, power, host load move together) counting as one vote, joined by
-        the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
-        workload vote is: it may page alone once sustained, as hardware errors may."""
+        the load-coupled cells (`load_coupled`)."""
         cfg = self.config
-        sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
+        sustained = (self.streak >= cfg.sustain_ticks) & _mask(HARD_ERROR_FAMILIES)
         capped = np.minimum(evidence, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
         job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
-        # a GPU apart from its peers is the job's signals too (one vote with them), but not its phase
-        job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
-        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
+        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES)].sum(axis=1) + np.minimum(job, cfg.workload_cap)
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

@@ -22,7 +22,7 @@ from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from detectors.peer import PeerGroups
 from detectors.rate_limit import RateLimiter
-from detectors.signals import N_FAMILIES, WORKLOAD_FAMILIES, Family
+from detectors.signals import Family
 from detectors.watermark import ReorderBuffer, Watermarks
 from service.decode.types import RawSample, Samples
 from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
@@ -43,10 +43,6 @@ class PipelineConfig:
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
-
-
-_WORKLOAD = np.zeros(N_FAMILIES + 1, dtype=bool)  # by family; the last slot for unknown families
-_WORKLOAD[[int(f) for f in WORKLOAD_FAMILIES]] = True
 
 
 def fingerprint(*parts: object) -> str:
@@ -148,10 +144,6 @@ class Pipeline:
             return
         ev = self.bank.update(ids, ts, values)
         fam = self.registry.family_of[ids]
-        if ev.peer is not None:  # a GPU's job signals apart from its peers': fail-slow, not the job's phase
-            gpu = self.fusion.parent[self.registry.entity_of[ids]] >= 0
-            moved = ev.peer & gpu & _WORKLOAD[np.minimum(fam, N_FAMILIES)]
-            fam = np.where(moved, np.uint8(Family.FAIL_SLOW), fam).astype(np.uint8)
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
         self.fusion.ingest(
