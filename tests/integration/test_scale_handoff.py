@@ -24,6 +24,7 @@ pytestmark = pytest.mark.integration
 
 # Eight nodes: every partition holds a few, as fusion's common-mode test needs (docs/operations.md).
 INCIDENT = DemoCluster(nodes=8, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
+HANDOFF_AT = 100  # scrapes: after the pre_xid (scrape ~87-94), before the Xid (scrape 120)
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ async def test_partitions_handed_between_replicas_resume_from_their_snapshots_wi
 ) -> None:
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     ticks = list(simulate(INCIDENT))
-    first_half = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[:90])
+    first_half = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[:HANDOFF_AT])
     a, b = Replica(settings), None
     try:
         assert sorted((await a.assigned()).shards) == [0, 1, 2, 3]  # alone, A owns every partition
@@ -57,7 +58,7 @@ async def test_partitions_handed_between_replicas_resume_from_their_snapshots_wi
         assert series == sum(len(p.registry) for p in b.state.shards.values()) > 0  # /metrics sees all
         assert ("pre_xid", "firing") in told  # A paged; B's sinks learnt it is firing, to re-send it
 
-        await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[90:])
+        await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[HANDOFF_AT:])
         records = await read_until(kafka_bootstrap, topics["alerts"], has_xid)
     finally:
         for replica in (a, b):
