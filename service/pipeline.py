@@ -169,7 +169,7 @@ class Pipeline:
                 )
 
     def _falling_behind(self, ids: NDArray[np.int64], peer_p: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """GPU clock or power samples the peer detector judged, at least `FAIL_SLOW_SHORTFALL` below the
+        """GPU clock samples the peer detector judged, at least `FAIL_SLOW_SHORTFALL` below the
         median of the node's other GPUs: fail-slow evidence, whatever the series' own history says."""
         reg = self.registry
         if len(self._work_rate) < len(reg):  # new series (or a restored registry): learn which are which
