@@ -37,6 +37,7 @@ class Evidence:
     values: Floats
     p: Floats
     rising: NDArray[np.bool_] | None = None  # above the series' baseline (level or rate); None: all
+    peer_p: Floats | None = None  # the peer detector's own p (1 where it did not judge)
 
     def up(self) -> NDArray[np.bool_]:
         return np.ones(len(self.ids), dtype=bool) if self.rising is None else self.rising
@@ -83,9 +84,11 @@ class DetectorBank:
         if order is None:
             return self._update(ids, ts, values)
         ev = self._update(ids[order], ts[order], values[order])
-        p, rising = np.empty_like(ev.p), np.empty(len(ids), dtype=bool)
+        p, rising, peer_p = np.empty_like(ev.p), np.empty(len(ids), dtype=bool), np.ones(len(ids))
         p[order], rising[order] = ev.p, ev.up()
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising)
+        if ev.peer_p is not None:
+            peer_p[order] = ev.peer_p
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer_p=peer_p)
 
     def _update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < len(self.kinds):
@@ -100,24 +103,28 @@ class DetectorBank:
             self.staleness.update(ids[scored], ts[scored], values[scored])
         p = np.ones(len(ids), dtype=np.float64)
         rising = np.ones(len(ids), dtype=bool)
+        peer_p = np.ones(len(ids))
         for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.all():
                 rising = self._rising(kind, ids, ts, values)
-                p = self._combine(dets, ids, ts, values)
+                p, peer_p = self._combine(dets, ids, ts, values)
             elif mask.any():
                 sub = (ids[mask], ts[mask], values[mask])
                 rising[mask] = self._rising(kind, *sub)
-                p[mask] = self._combine(dets, *sub)
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising)
+                p[mask], peer_p[mask] = self._combine(dets, *sub)
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer_p=peer_p)
 
-    @staticmethod
-    def _combine(dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> Floats:
-        """Smallest p of the detectors times their count (Bonferroni), at most 1."""
-        smallest = dets[0].update(ids, ts, values)
-        for det in dets[1:]:
-            np.minimum(smallest, det.update(ids, ts, values), out=smallest)
-        return np.minimum(smallest * len(dets), 1.0)
+    def _combine(self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> tuple[Floats, Floats]:
+        """Smallest p of the detectors times their count (Bonferroni), at most 1; and the peer
+        detector's own p (1 for kinds it does not read)."""
+        smallest, by_peers = np.ones(len(ids)), np.ones(len(ids))
+        for det in dets:
+            p_det = det.update(ids, ts, values)
+            if det is self.peer:
+                by_peers = p_det
+            np.minimum(smallest, p_det, out=smallest)
+        return np.minimum(smallest * len(dets), 1.0), by_peers
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:
         """Whether each sample lies above its series' baseline, read before the update.

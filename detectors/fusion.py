@@ -22,11 +22,11 @@ from numpy.typing import NDArray
 from detectors.bank import Evidence
 from detectors.base import Floats, Ids
 from detectors.signals import (
-    HARD_ERROR_FAMILIES,
     LOAD_COUPLED,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
     SHARED_CAUSE_FAMILIES,
+    SUSTAINED_FAMILIES,
     WORKLOAD_FAMILIES,
     Family,
 )
@@ -247,15 +247,18 @@ class Fusion:
     def fused(self, evidence: Floats, coupled: NDArray[np.bool_]) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
         workload families (utilisation, power, host load move together) counting as one vote, joined by
-        the load-coupled cells (`load_coupled`)."""
+        the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
+        workload vote is: it may page alone once sustained, as ramping hardware errors may."""
         cfg = self.config
-        sustained = (self.streak >= cfg.sustain_ticks) & _mask(HARD_ERROR_FAMILIES)
+        sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
         capped = np.minimum(evidence, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
         job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
-        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES)].sum(axis=1) + np.minimum(job, cfg.workload_cap)
+        # a GPU behind its peers is the job's signals too (one vote with them), but not its phase
+        job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
+        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

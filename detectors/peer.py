@@ -64,7 +64,8 @@ class PeerDeviation:
     def __init__(self, min_peers: int = 4, fresh_s: float = 45.0) -> None:
         self.min_peers = min_peers
         self.fresh_s = fresh_s
-        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "group": -1.0})
+        # resid: the last residual against the peers' median, as a fraction of it (fail-slow's effect size)
+        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "group": -1.0, "resid": np.nan})
         self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3)
         self._order: Ids = np.zeros(0, dtype=np.int64)  # series ids sorted by group
         self._starts: Ids = np.zeros(1, dtype=np.int64)  # CSR offsets of each group in _order
@@ -122,12 +123,19 @@ class PeerDeviation:
         scored &= (count >= self.min_peers)[slot]  # per group first, then one gather per sample
         med, scale = median[slot], np.maximum(np.maximum(np.abs(median), spread), 1e-9)[slot]
         if scored.all():
-            return self.residuals.update(ids, ts, (x - med) / scale)
+            resid = (x - med) / scale
+            st["resid"][at] = resid
+            return self.residuals.update(ids, ts, resid)
         p = np.ones(len(ids))
         if scored.any():
             resid = (x[scored] - med[scored]) / scale[scored]
+            st["resid"][ids[scored]] = resid
             p[scored] = self.residuals.update(ids[scored], ts[scored], resid)
         return p
+
+    def shortfall(self, ids: Ids) -> Floats:
+        """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""
+        return self.state.read("resid", ids)
 
     def _equal_group_stats(self, now: float) -> tuple[Floats, Floats, NDArray[np.int64]]:
         """`_group_stats` of every group when all have `_width` members: the grid is a reshape, and a

@@ -24,6 +24,10 @@ class Family(IntEnum):
     STORAGE_IO = 8
     LIVENESS = 9
     XID = 10
+    # Not in the catalog: a GPU's clock well below its node's other GPUs at the same instant
+    # (the peer detector). Data-parallel ranks move together, so this is a fail-slow GPU or stalling
+    # firmware, not the job's phase.
+    FAIL_SLOW = 11
 
     @property
     def label(self) -> str:
@@ -43,6 +47,12 @@ PER_DEVICE_FAMILIES = frozenset({Family.MEMORY_ECC, Family.XID})
 # Hardware error families: counters that stay flat on healthy parts. Errors growing strongly scrape
 # after scrape are a precursor by themselves (SBE storms before a DBE, replay storms before a link drops).
 HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
+# Families that may page alone when strongly surprising scrape after scrape: hardware errors ramping,
+# and a GPU falling behind its peers for a minute on end.
+SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW}
+# How fast a GPU works, in a unit that stays put on idle GPUs (345 MHz): fail-slow reads it. Power is not
+# used: idle GPUs spread widely around their peers, and on the simulated week it paged on them.
+WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})

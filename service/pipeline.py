@@ -22,7 +22,7 @@ from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from detectors.peer import PeerGroups
 from detectors.rate_limit import RateLimiter
-from detectors.signals import Family
+from detectors.signals import WORK_RATE_METRICS, Family
 from detectors.watermark import ReorderBuffer, Watermarks
 from service.decode.types import RawSample, Samples
 from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
@@ -43,6 +43,10 @@ class PipelineConfig:
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+
+
+FAIL_SLOW_P = 0.01  # the peer detector's p at most this ...
+FAIL_SLOW_SHORTFALL = 0.1  # ... and the GPU at least 10% below its peers' median: a straggler is ~30%
 
 
 def fingerprint(*parts: object) -> str:
@@ -71,6 +75,7 @@ class Pipeline:
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
+        self._work_rate = np.zeros(0, dtype=bool)  # per series id: a fail-slow metric (`_falling_behind`)
         self.xid_alerts = XidAlerts(self, fingerprint)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
@@ -151,6 +156,31 @@ class Pipeline:
             self.registry.entity_of[ids[scored]],
             fam[scored],
         )
+        if ev.peer_p is not None:
+            behind = self._falling_behind(ids, ev.peer_p)
+            if behind.any():
+                n = int(behind.sum())
+                self.fusion.ingest(
+                    Evidence(
+                        ids[behind], ts[behind], values[behind], ev.peer_p[behind], np.zeros(n, dtype=bool)
+                    ),
+                    self.registry.entity_of[ids[behind]],
+                    np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
+                )
+
+    def _falling_behind(self, ids: NDArray[np.int64], peer_p: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """GPU clock samples the peer detector judged, at least `FAIL_SLOW_SHORTFALL` below the
+        median of the node's other GPUs: fail-slow evidence, whatever the series' own history says."""
+        reg = self.registry
+        if len(self._work_rate) < len(reg):  # new series (or a restored registry): learn which are which
+            more = range(len(self._work_rate), len(reg))
+            self._work_rate = np.r_[self._work_rate, [reg.series(i)[0] in WORK_RATE_METRICS for i in more]]
+        work = self._work_rate[ids] & (peer_p <= FAIL_SLOW_P)
+        if not work.any():
+            return work
+        entity = reg.entity_of[ids]
+        gpu = (entity >= 0) & (self.fusion.parent[np.maximum(entity, 0)] >= 0)
+        return work & gpu & (self.bank.peer.shortfall(ids) <= -FAIL_SLOW_SHORTFALL)
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node (registration time, not per sample)."""

@@ -77,7 +77,17 @@ def test_a_snapshot_taken_under_other_detection_settings_is_refused() -> None:
 
 
 # listeners, rebuilt indexes, and the registry's aliases (a cache: each spelling relearned once)
-DERIVED = {"tick_listeners", "_order", "_starts", "_group", "_dirty", "_width", "_layout", "aliases"}
+DERIVED = {
+    "tick_listeners",
+    "_order",
+    "_starts",
+    "_group",
+    "_dirty",
+    "_width",
+    "_layout",
+    "aliases",
+    "_work_rate",
+}
 
 
 def differences(a: object, b: object, path: str = "pipeline", seen: set[int] | None = None) -> list[str]:
