@@ -295,7 +295,7 @@ class Fusion:
         self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
-        self.n_series = np.array(arrays.get("n_series", self.present), dtype=np.int64)  # older snapshots
+        self.n_series = np.array(arrays["n_series"], dtype=np.int64)
         self.common = np.array(arrays["common"], dtype=bool)
         self.shared_levels = np.array(arrays["shared_levels"], dtype=bool)
         self.workload_shift_at = float(arrays["workload_shift_at"][0])
