@@ -81,6 +81,11 @@ class Fusion:
         self.top_series = np.full((0, N_FAMILIES), -1, dtype=np.int64)
         self.top_value = np.full((0, N_FAMILIES), np.nan)
         self.top_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # the top series is above its baseline
+        self.top_error = np.zeros((0, N_FAMILIES), dtype=bool)  # ... is an error counter (never the load's)
+        # Evidence as held but never cleared by shared causes: what the load did in the last minutes, so
+        # a checkpoint's I/O, cleared as shared at once, still explains the latency and heat it leaves.
+        self.recent = np.zeros((0, N_FAMILIES))
+        self.explained = np.zeros((0, N_FAMILIES), dtype=bool)  # held evidence already judged the load's
         self.last_tick = -np.inf
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # ticks in a row with fresh evidence
@@ -105,6 +110,9 @@ class Fusion:
         self.present = np.vstack([self.present, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.n_series = np.vstack([self.n_series, np.zeros((grow, N_FAMILIES), dtype=np.int64)])
         self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.top_error = np.vstack([self.top_error, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.recent = np.vstack([self.recent, np.zeros((grow, N_FAMILIES))])
+        self.explained = np.vstack([self.explained, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
@@ -117,8 +125,11 @@ class Fusion:
         np.add.at(self.n_series, (ent, fam), 1)
         np.add.at(self.n_series[:, Family.LIVENESS], ent[fam != Family.LIVENESS], 1)
 
-    def ingest(self, ev: Evidence, entity: Ids, family: NDArray[np.uint8]) -> None:
-        """Max-hold each sample's surprise into its (entity, family) cell and remember the top series."""
+    def ingest(
+        self, ev: Evidence, entity: Ids, family: NDArray[np.uint8], errors: NDArray[np.bool_] | None = None
+    ) -> None:
+        """Max-hold each sample's surprise into its (entity, family) cell and remember the top series;
+        `errors` marks samples of error counters (a fault whatever the load does, see `load_coupled`)."""
         s = surprise(ev.p)
         known = entity >= 0
         self.present[entity[known], family[known]] = True
@@ -130,10 +141,14 @@ class Fusion:
         cells = ent * N_FAMILIES + fam
         np.maximum.at(flat, cells, s)
         np.maximum.at(self.fresh.reshape(-1), cells, s)
+        np.maximum.at(self.recent.reshape(-1), cells, s)
         won = s >= flat[cells]
-        self.top_series.reshape(-1)[cells[won]] = ev.ids[hot][won]
-        self.top_value.reshape(-1)[cells[won]] = ev.values[hot][won]
-        self.top_rising.reshape(-1)[cells[won]] = ev.up()[hot][won]
+        top = cells[won]
+        self.top_series.reshape(-1)[top] = ev.ids[hot][won]
+        self.top_value.reshape(-1)[top] = ev.values[hot][won]
+        self.top_rising.reshape(-1)[top] = ev.up()[hot][won]
+        self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
+        self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
 
     def evaluate(self, tick: float) -> Floats:
         """Fused score per entity at `tick`, then age the held evidence by one step.
@@ -184,21 +199,26 @@ class Fusion:
 
     def load_coupled(self) -> NDArray[np.bool_]:
         """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load
-        families on the same entity: the load's evidence, not the family's own.
+        families moved on the same entity in the last minutes: the load's evidence, not the family's own.
 
-        Judged before shared causes are cleared and node causes lifted, so a checkpoint's I/O (cleared as
-        shared a moment later) still explains the latency it caused, and the heat of a job starting on
-        every GPU of a node is not credited to the node as a cooling fault.
+        The load is read from `recent`, which shared causes never clear, and judged before this tick's
+        clearing and node lifting: a checkpoint's I/O, cleared as shared at once, still explains the
+        latency, retransmits and heat it leaves behind, and the heat of a job starting on every GPU of
+        a node is not credited to the node as a cooling fault. A cell once explained stays so until new
+        evidence tops it; a cell whose strongest series is an error counter is never the load's.
         """
         voting = self.held >= self.config.vote_min
-        out = np.zeros_like(voting)
+        moved = self.recent >= self.config.vote_min
+        out = self.explained & voting
         for family, loads in LOAD_COUPLED.items():
             for load in loads:
                 out[:, family] |= (
                     voting[:, family]
-                    & voting[:, load]
+                    & moved[:, load]
                     & (self.top_rising[:, load] == self.top_rising[:, family])
+                    & ~self.top_error[:, family]
                 )
+        self.explained = out
         return out
 
     def lift_node_causes(self, coupled: NDArray[np.bool_]) -> None:
@@ -268,8 +288,10 @@ class Fusion:
         return [int(f) for f in order if row[f] >= self.config.vote_min]
 
     def decay(self, elapsed_s: float) -> None:
-        self.held *= np.exp2(-elapsed_s / self.config.half_life_s)
-        self.held[self.held < 1e-3] = 0.0
+        factor = np.exp2(-elapsed_s / self.config.half_life_s)
+        for held in (self.held, self.recent):
+            held *= factor
+            held[held < 1e-3] = 0.0
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {
@@ -277,6 +299,9 @@ class Fusion:
             "top_series": self.top_series,
             "top_value": self.top_value,
             "top_rising": self.top_rising,
+            "top_error": self.top_error,
+            "recent": self.recent,
+            "explained": self.explained,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
             "n_series": self.n_series,
@@ -293,6 +318,9 @@ class Fusion:
         self.top_series = np.array(arrays["top_series"], dtype=np.int64)
         self.top_value = np.array(arrays["top_value"], dtype=np.float64)
         self.top_rising = np.array(arrays["top_rising"], dtype=bool)
+        self.top_error = np.array(arrays["top_error"], dtype=bool)
+        self.recent = np.array(arrays["recent"], dtype=np.float64)
+        self.explained = np.array(arrays["explained"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)
         self.n_series = np.array(arrays["n_series"], dtype=np.int64)

@@ -57,12 +57,15 @@ WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})
 # Families that follow the load through physics: heat follows power and activity, a node's storage
-# latency follows the I/O it issues itself. Moving the same way as one of their load families on the
-# same entity, they are the load's (one workload vote); against the load (hotter while power is steady
-# or falling, slower storage while the node moves fewer bytes) they are evidence of their own.
+# latency follows the I/O it issues itself, TCP retransmits grow with the segments sent. Moving the same
+# way as one of their load families on the same entity, they are the load's (one workload vote); against
+# the load (hotter while power is steady or falling, slower storage or more retransmits while the node
+# moves fewer bytes) they are evidence of their own. Error counters (NFS timeouts, link errors) in these
+# families are never the load's.
 LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
     Family.THERMAL: (Family.POWER, Family.UTILIZATION),
     Family.STORAGE_IO: (Family.UTILIZATION, Family.HOST),
+    Family.NETWORK: (Family.UTILIZATION,),
 }
 
 

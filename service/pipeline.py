@@ -22,7 +22,7 @@ from detectors.fusion import Fusion, FusionConfig, score01
 from detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from detectors.peer import PeerGroups
 from detectors.rate_limit import RateLimiter
-from detectors.signals import WORK_RATE_METRICS, Family
+from detectors.signals import WORK_RATE_METRICS, Family, Kind
 from detectors.watermark import ReorderBuffer, Watermarks
 from service.decode.types import RawSample, Samples
 from service.models import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
@@ -155,6 +155,7 @@ class Pipeline:
             Evidence(ids[scored], ts[scored], values[scored], ev.p[scored], ev.up()[scored]),
             self.registry.entity_of[ids[scored]],
             fam[scored],
+            self.registry.kind_of[ids[scored]] == Kind.ERROR_COUNTER,
         )
         if ev.peer_p is not None:
             behind = self._falling_behind(ids, ev.peer_p)

@@ -29,8 +29,9 @@ from service.series import Entity, SeriesRegistry
 from service.xid_alerts import _Incident
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 4  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 5  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
+# v5: fusion remembers recent load evidence, which cells it explained, and which tops are error counters
 
 
 class SnapshotError(ValueError):
