@@ -171,6 +171,40 @@ def test_storage_latency_rising_while_the_node_moves_fewer_bytes_counts_on_its_o
     assert f.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
 
 
+def test_retransmits_rising_with_the_nodes_traffic_are_the_load_but_link_errors_never_are() -> None:
+    cfg = FusionConfig()
+    traffic = Fusion()
+    traffic.ensure(2)
+    traffic.ingest(*directed([Family.NETWORK, Family.UTILIZATION], [1e-12, 1e-12], [True, True]))
+    assert traffic.evaluate(0.0)[0] == cfg.workload_cap
+    link = Fusion()  # the same, but the network family's strongest series is an error counter
+    link.ensure(2)
+    link.ingest(
+        *directed([Family.NETWORK, Family.UTILIZATION], [1e-12, 1e-12], [True, True]), np.array([True, False])
+    )
+    assert link.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+
+
+def test_latency_left_behind_by_io_already_cleared_as_shared_is_still_the_loads() -> None:
+    """A checkpoint's I/O votes on every node and is cleared as a shared cause at once; the latency
+    it leaves on one node for minutes after is still explained by it, not a fault of that node."""
+    cfg = FusionConfig()
+    f = Fusion()
+    f.ensure(10)
+    nodes = list(range(10))
+    n = len(nodes)
+    io = Evidence(np.arange(n, dtype=np.int64), np.zeros(n), np.ones(n), np.full(n, 1e-12), np.ones(n, bool))
+    f.ingest(io, np.array(nodes, dtype=np.int64), np.full(n, Family.UTILIZATION, dtype=np.uint8))
+    f.ingest(*directed([Family.STORAGE_IO], [1e-12], [True]))
+    f.evaluate(0.0)
+    assert f.held[:, Family.UTILIZATION].max() == 0.0  # cleared as shared
+    for tick in (15.0, 30.0, 45.0):
+        assert f.evaluate(tick)[0] <= cfg.workload_cap
+    f.evaluate(1800.0)
+    f.ingest(*directed([Family.STORAGE_IO], [1e-12], [True]))  # new latency, the I/O long quiet
+    assert f.evaluate(1815.0)[0] == cfg.family_cap
+
+
 def test_heat_falling_as_the_job_stops_is_the_load_and_heat_against_it_is_not() -> None:
     cfg = FusionConfig()
     job_stop = Fusion()
