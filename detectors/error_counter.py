@@ -1,9 +1,19 @@
-"""Error-counter surprise: growth of a counter that should stay flat, against a Poisson baseline.
+"""Error-counter surprise: growth of a counter that should stay flat, against its own bursty baseline.
 
 ECC, row-remap, PCIe-replay and NVLink error counters sit still on healthy hardware; what matters is how
-surprising *this* increment is given the series' own long-run error rate. The rate is a gamma-Poisson
-posterior (a weak prior of `prior_per_day` events a day) with exponential forgetting in event time, and
-each increment's tail probability P(N >= delta | rate * dt) is the evidence.
+surprising the errors of the last minutes are given the series' own long-run behaviour. Errors come in
+bursts (a PCIe link retrains and replays a handful of TLPs at once), so the baseline is compound
+Poisson: bursts (scrapes that saw errors) arrive at a gamma-Poisson rate (a weak prior of
+`prior_per_day` a day, forgotten exponentially in event time) and their sizes are geometric with a
+learned mean (prior: one error a burst, which makes a clean part's baseline plain Poisson). A part that
+has always leaked bursts of ten is not paged for its next ten; a clean part's first burst, or any part's
+bursts arriving faster than they ever did, are.
+
+Evidence is judged on scrapes that saw new errors, over a short decaying window (`window_s` half-life)
+and against the baseline learned before that window: the tail probability of the window's errors
+(compound) and of its bursts (plain Poisson: bursts arriving faster than ever, whatever their size),
+the smaller of the two, doubled for having looked twice. Bursts close together add up, so a ramp gathers
+strength where each burst alone would not, and does not teach its own baseline while it is judged.
 
 Counter resets (driver reload, exporter restart) follow Prometheus: a drop means the counter restarted
 from zero, so the increment is the new value itself.
@@ -12,26 +22,59 @@ from zero, so the increment is the new value itself.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import pdtrc
+from scipy.special import bdtr, gammaln, pdtrc
 
 from detectors.base import Floats, Ids, SeriesState, unique_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
+_MAX_BURSTS = 48  # bursts summed exactly in the compound tail; the rest bounded by the Poisson tail
+
+
+def compound_tail(k: Floats, mu: Floats, q: Floats) -> Floats:
+    """P(total >= k) for Poisson(mu) bursts of geometric size (>= 1, success probability q).
+
+    n bursts reach k errors unless fewer than n of the first k-1 size trials end a burst:
+    P(S_n >= k) = P(Binomial(k-1, q) <= n-1). With q = 1 (every burst one error) this is the
+    Poisson tail itself.
+    """
+    n = np.arange(1, _MAX_BURSTS + 1, dtype=np.float64)[None, :]
+    k, mu, q = k[:, None], mu[:, None], q[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pmf = n * np.log(mu) - mu - gammaln(n + 1.0)
+        reach = np.where(n >= k, 1.0, bdtr(n - 1.0, (k - 1.0).astype(np.int64), q))
+    tail = (np.exp(log_pmf) * np.nan_to_num(reach)).sum(axis=1) + pdtrc(_MAX_BURSTS, mu[:, 0])
+    return np.asarray(np.clip(tail, 0.0, 1.0), dtype=np.float64)
 
 
 class ErrorCounterSurprise:
-    """Tail probability of each counter increment under the series' own Poisson error rate."""
+    """Tail probability of each series' recent errors under its own compound-Poisson error baseline."""
 
     name = "error_counter"
 
     def __init__(
-        self, prior_per_day: float = 0.5, prior_days: float = 1 / 24, forget_half_life_s: float = 7 * _DAY
+        self,
+        prior_per_day: float = 0.5,
+        prior_days: float = 1 / 24,
+        forget_half_life_s: float = 7 * _DAY,
+        window_s: float = 300.0,
     ) -> None:
-        self.prior_events = prior_per_day * prior_days
+        self.prior_bursts = prior_per_day * prior_days
         self.prior_seconds = prior_days * _DAY
         self.forget_half_life_s = forget_half_life_s
-        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "events": 0.0, "exposure": 0.0})
+        self.window_s = window_s
+        self.state = SeriesState(
+            {
+                "last": np.nan,
+                "last_ts": -np.inf,
+                "errors": 0.0,  # long-run errors, forgotten with `forget_half_life_s`
+                "bursts": 0.0,  # ... scrapes that saw any
+                "exposure": 0.0,  # ... seconds watched
+                "recent": 0.0,  # errors of the last minutes (`window_s` half-life)
+                "recent_bursts": 0.0,  # ... scrapes that saw them
+                "recent_seconds": 0.0,  # ... and seconds watched
+            }
+        )
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         p = np.ones(len(ids), dtype=np.float64)
@@ -45,23 +88,38 @@ class ErrorCounterSurprise:
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
-        events, exposure = st["events"][ids], st["exposure"][ids]
+        errors, bursts, exposure = st["errors"][ids], st["bursts"][ids], st["exposure"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore"):
             delta = np.where(x >= last, x - last, x)  # a drop is a reset: counted from zero
         delta = np.where(seen, np.maximum(delta, 0.0), 0.0)
         dt = np.where(seen, ts - last_ts, 0.0)
+        fade = np.exp2(-dt / self.window_s)
+        recent, recent_bursts = st["recent"][ids] * fade, st["recent_bursts"][ids] * fade
+        window = st["recent_seconds"][ids] * fade + dt
 
-        rate = (self.prior_events + events) / (self.prior_seconds + exposure)
-        k = np.ceil(delta)
-        with np.errstate(invalid="ignore"):
-            tail = pdtrc(k - 1.0, rate * np.maximum(dt, 1e-9))
-        p = np.where(k >= 1.0, np.maximum(tail, P_FLOOR), 1.0)
+        p = np.ones(len(ids), dtype=np.float64)
+        new = np.flatnonzero(delta > 0)
+        if len(new):  # the window against the history before it
+            past_bursts = np.maximum(bursts[new] - recent_bursts[new], 0.0)
+            past_errors = np.maximum(errors[new] - recent[new], 0.0)
+            past_seconds = np.maximum(exposure[new] + dt[new] - window[new], 0.0)
+            rate = (self.prior_bursts + past_bursts) / (self.prior_seconds + past_seconds)
+            mean_size = (1.0 + past_errors) / (1.0 + past_bursts)
+            mu = rate * window[new]
+            errors_tail = compound_tail(np.ceil(recent[new] + delta[new]), mu, 1.0 / mean_size)
+            bursts_tail = pdtrc(np.ceil(recent_bursts[new]), mu)  # P(N >= recent bursts + this one)
+            p[new] = np.maximum(np.minimum(2.0 * np.minimum(errors_tail, bursts_tail), 1.0), P_FLOOR)
 
         decay = np.exp2(-dt / self.forget_half_life_s)
-        st["events"][ids] = np.where(seen, events * decay + delta, events)
+        burst = (delta > 0).astype(np.float64)
+        st["errors"][ids] = np.where(seen, errors * decay + delta, errors)
+        st["bursts"][ids] = np.where(seen, bursts * decay + burst, bursts)
         st["exposure"][ids] = np.where(seen, exposure * decay + dt, exposure)
+        st["recent"][ids] = np.where(seen, recent + delta, st["recent"][ids])
+        st["recent_bursts"][ids] = np.where(seen, recent_bursts + burst, st["recent_bursts"][ids])
+        st["recent_seconds"][ids] = np.where(seen, window, st["recent_seconds"][ids])
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p

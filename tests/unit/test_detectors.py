@@ -65,9 +65,27 @@ def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
 
 
 def test_error_counter_learns_a_series_that_always_grows() -> None:
-    x = np.cumsum(np.full((2000, 1), 3.0), axis=0)  # a chatty counter: 3 per scrape, forever
-    p = feed(ErrorCounterSurprise(forget_half_life_s=3600), x)
+    x = np.cumsum(np.full((2000, 1), 3.0), axis=0)  # a chatty counter: 3 per scrape for eight hours
+    p = feed(ErrorCounterSurprise(), x)
     assert p[-1, 0] > 0.01
+
+
+def test_error_counter_learns_the_bursts_of_a_leaky_part_but_not_a_faster_pace() -> None:
+    """A part that has leaked a burst of ~5 errors every twenty minutes for two days is not surprising at
+    its next burst of 8; the same bursts a minute apart are, within minutes (the ramp before a link
+    drops)."""
+    rng = np.random.default_rng(1)
+    n = 2 * 5760
+    steps = np.zeros((n + 40, 2))
+    steps[np.arange(40, n, 80), :] = 1 + rng.geometric(0.25, (len(range(40, n, 80)), 2))
+    steps[n + 10, 0] = 8.0  # the next burst, on time
+    steps[n + 4 : n + 40 : 4, 1] = 6.0  # bursts every minute
+    p = feed(ErrorCounterSurprise(), np.cumsum(steps, axis=0))
+    assert p[n + 10, 0] > 0.01
+    ramp = p[n + 4 : n + 40 : 4, 1]
+    assert ramp[0] > 0.01 and ramp[-1] < 1e-5
+    clean = feed(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0]])[:, None])
+    assert clean[-1, 0] < 1e-10  # a clean part's first burst of eight
 
 
 def test_counter_rate_scores_rates_not_levels() -> None:
