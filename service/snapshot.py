@@ -31,7 +31,8 @@ from service.xid_alerts import _Incident
 MAGIC = b"PREXIDSNAP"
 VERSION = 5  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
-# v5: fusion remembers recent load evidence, which cells it explained, and which tops are error counters
+# v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
+# error counters keep burst counts and a recent window
 
 
 class SnapshotError(ValueError):
