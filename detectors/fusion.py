@@ -42,8 +42,9 @@ class FusionConfig:
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
     workload_cap: float = 4.0  # the job's own signals: a second opinion, never the main evidence
     # Hard error families may page alone once their errors are surprising on `sustain_ticks` ticks in a
-    # row (a ramp, not one burst of a leaky part).
-    hard_error_cap: float = 9.0
+    # row, quiet ticks between bursts allowed while the held evidence stays strong (a ramp, not one
+    # burst of a leaky part).
+    hard_error_cap: float = 10.0
     sustain_ticks: int = 4
     sustain_surprise: float = 4.0
     # A family voting on several entities of one level (GPUs, or nodes) at once has a shared cause: at
@@ -85,10 +86,11 @@ class Fusion:
         # Evidence as held but never cleared by shared causes: what the load did in the last minutes, so
         # a checkpoint's I/O, cleared as shared at once, still explains the latency and heat it leaves.
         self.recent = np.zeros((0, N_FAMILIES))
+        self.recent_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # ... and which way its strongest went
         self.explained = np.zeros((0, N_FAMILIES), dtype=bool)  # held evidence already judged the load's
         self.last_tick = -np.inf
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
-        self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # ticks in a row with fresh evidence
+        self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # surprising evidence, fresh, in a row
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.n_series = np.zeros((0, N_FAMILIES), dtype=np.int64)  # ... and how many (`add_series`)
@@ -112,6 +114,7 @@ class Fusion:
         self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.top_error = np.vstack([self.top_error, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.recent = np.vstack([self.recent, np.zeros((grow, N_FAMILIES))])
+        self.recent_rising = np.vstack([self.recent_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.explained = np.vstack([self.explained, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
@@ -144,9 +147,12 @@ class Fusion:
         np.maximum.at(self.recent.reshape(-1), cells, s)
         won = s >= flat[cells]
         top = cells[won]
+        up = ev.up()[hot]
         self.top_series.reshape(-1)[top] = ev.ids[hot][won]
         self.top_value.reshape(-1)[top] = ev.values[hot][won]
-        self.top_rising.reshape(-1)[top] = ev.up()[hot][won]
+        self.top_rising.reshape(-1)[top] = up[won]
+        strongest = s >= self.recent.reshape(-1)[cells]
+        self.recent_rising.reshape(-1)[cells[strongest]] = up[strongest]
         self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
         self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
 
@@ -169,13 +175,22 @@ class Fusion:
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
-        self.streak = np.where(self.fresh >= cfg.sustain_surprise, self.streak + 1, 0).astype(np.int32)
+        self.streak = self.sustain_streak()
         self.fresh[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
         fused = self.fused(self.at_tick, coupled)
         self.decay(cfg.step_s)
         self.last_tick = tick
         return fused
+
+    def sustain_streak(self) -> NDArray[np.int32]:
+        """Ticks with strongly surprising fresh evidence, in a row: a tick with none at all keeps the
+        streak while the held evidence is still strong (errors arrive in bursts, not every scrape); weak
+        fresh evidence or faded held evidence ends it."""
+        cfg = self.config
+        strong = self.fresh >= cfg.sustain_surprise
+        waiting = (self.fresh == 0.0) & (self.held >= cfg.sustain_surprise)
+        return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def common_mode(self) -> NDArray[np.bool_]:
         """Families with a shared cause at the GPU level or the node level (rows: level; columns: family).
@@ -201,8 +216,10 @@ class Fusion:
         """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load
         families moved on the same entity in the last minutes: the load's evidence, not the family's own.
 
-        The load is read from `recent`, which shared causes never clear, and judged before this tick's
-        clearing and node lifting: a checkpoint's I/O, cleared as shared at once, still explains the
+        The load is read from `recent`, which shared causes never clear, and its direction is that of
+        its strongest recent move (heat still falling a minute after a checkpoint's power dip, while
+        power already climbs back, is the dip's). All is judged before this tick's clearing and node
+        lifting: a checkpoint's I/O, cleared as shared at once, still explains the
         latency, retransmits and heat it leaves behind, and the heat of a job starting on every GPU of
         a node is not credited to the node as a cooling fault. A cell once explained stays so until new
         evidence tops it; a cell whose strongest series is an error counter is never the load's.
@@ -215,7 +232,7 @@ class Fusion:
                 out[:, family] |= (
                     voting[:, family]
                     & moved[:, load]
-                    & (self.top_rising[:, load] == self.top_rising[:, family])
+                    & (self.recent_rising[:, load] == self.top_rising[:, family])
                     & ~self.top_error[:, family]
                 )
         self.explained = out
@@ -301,6 +318,7 @@ class Fusion:
             "top_rising": self.top_rising,
             "top_error": self.top_error,
             "recent": self.recent,
+            "recent_rising": self.recent_rising,
             "explained": self.explained,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
@@ -320,6 +338,7 @@ class Fusion:
         self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.top_error = np.array(arrays["top_error"], dtype=bool)
         self.recent = np.array(arrays["recent"], dtype=np.float64)
+        self.recent_rising = np.array(arrays["recent_rising"], dtype=bool)
         self.explained = np.array(arrays["explained"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)

@@ -24,7 +24,7 @@ class Phase(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class LifecycleConfig:
-    fire: float = 8.0
+    fire: float = 9.0
     resolve: float = 4.0
     persist_ticks: int = 3
     clear_ticks: int = 4

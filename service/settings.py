@@ -30,7 +30,7 @@ class DetectionSettings(BaseModel):
 
     step_s: float = Field(15.0, gt=0, description="fusion tick, one scrape interval")
     lateness_s: float = Field(10.0, ge=0, description="how late a sample may arrive and still count")
-    fire_threshold: float = Field(8.0, gt=0, description="fused surprise (-log10 p) that starts an alert")
+    fire_threshold: float = Field(9.0, gt=0, description="fused surprise (-log10 p) that starts an alert")
     resolve_threshold: float = Field(4.0, gt=0)
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")

@@ -10,6 +10,8 @@ from detectors.lifecycle import Lifecycle, LifecycleConfig
 from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 
+FIRE = LifecycleConfig().fire
+
 
 def evidence(
     entities: list[int], families: list[Family], p: list[float]
@@ -23,7 +25,25 @@ def test_one_family_alone_never_reaches_the_firing_threshold() -> None:
     f = Fusion()
     f.ensure(10)
     f.ingest(*evidence([0, 0, 0], [Family.MEMORY_ECC] * 3, [1e-12, 1e-12, 1e-12]))
-    assert f.evaluate(0.0)[0] < 8.0
+    assert f.evaluate(0.0)[0] < FIRE
+
+
+def test_hard_errors_in_bursts_a_tick_or_two_apart_page_alone_and_one_burst_never_does() -> None:
+    """A ramp does not tick every scrape: four strongly surprising bursts with quiet scrapes between
+    them are sustained; a lone burst, however strong, fades without paging."""
+    ramp, lone = Fusion(), Fusion()
+    for f in (ramp, lone):
+        f.ensure(2)
+    fused_ramp, fused_lone = [], []
+    for tick in range(12):
+        if tick % 2 == 0:
+            ramp.ingest(*evidence([0], [Family.MEMORY_ECC], [1e-12]))
+        if tick == 0:
+            lone.ingest(*evidence([0], [Family.MEMORY_ECC], [1e-12]))
+        fused_ramp.append(ramp.evaluate(15.0 * tick)[0])
+        fused_lone.append(lone.evaluate(15.0 * tick)[0])
+    assert max(fused_ramp[:6]) < FIRE <= max(fused_ramp)
+    assert max(fused_lone) < FIRE
 
 
 def test_two_families_with_strong_evidence_fuse_above_the_threshold() -> None:
@@ -31,7 +51,7 @@ def test_two_families_with_strong_evidence_fuse_above_the_threshold() -> None:
     f.ensure(10)
     f.ingest(*evidence([0, 0], [Family.MEMORY_ECC, Family.THERMAL], [1e-9, 1e-5]))
     fused = f.evaluate(0.0)
-    assert fused[0] >= 8.0
+    assert fused[0] >= FIRE
     assert (fused[1:] == 0).all()
 
 
@@ -227,7 +247,7 @@ def test_heat_of_a_job_starting_on_every_gpu_of_a_node_is_not_credited_to_the_no
     families = np.array([Family.THERMAL] * n + [Family.UTILIZATION] * n, dtype=np.uint8)
     f.ingest(ev, np.array(gpus + gpus, dtype=np.int64), families)
     fused = f.evaluate(0.0)
-    assert fused[0] < 8.0 and (fused[1:] < 8.0).all()
+    assert fused[0] < FIRE and (fused[1:] < FIRE).all()
     assert f.at_tick[0, Family.THERMAL] == 0.0
 
 

@@ -71,7 +71,7 @@ def test_another_format_version_is_refused_with_a_clear_error() -> None:
 
 def test_a_snapshot_taken_under_other_detection_settings_is_refused() -> None:
     blob = snapshot.dump(fresh(), {})
-    other = Settings(detection=DetectionSettings(fire_threshold=9.0))
+    other = Settings(detection=DetectionSettings(fire_threshold=10.0))
     with pytest.raises(snapshot.SnapshotError, match="other detection settings"):
         snapshot.load(blob, fresh(other))
 
