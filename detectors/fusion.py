@@ -83,10 +83,11 @@ class Fusion:
         self.top_value = np.full((0, N_FAMILIES), np.nan)
         self.top_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # the top series is above its baseline
         self.top_error = np.zeros((0, N_FAMILIES), dtype=bool)  # ... is an error counter (never the load's)
-        # Evidence as held but never cleared by shared causes: what the load did in the last minutes, so
-        # a checkpoint's I/O, cleared as shared at once, still explains the latency and heat it leaves.
-        self.recent = np.zeros((0, N_FAMILIES))
-        self.recent_rising = np.zeros((0, N_FAMILIES), dtype=bool)  # ... and which way its strongest went
+        # Evidence as held but never cleared by shared causes, by direction: what the load did in the last
+        # minutes, so a checkpoint's I/O, cleared as shared at once, still explains the latency, heat and
+        # retransmits it leaves, whichever way its other series moved meanwhile.
+        self.recent_up = np.zeros((0, N_FAMILIES))
+        self.recent_down = np.zeros((0, N_FAMILIES))
         self.explained = np.zeros((0, N_FAMILIES), dtype=bool)  # held evidence already judged the load's
         self.last_tick = -np.inf
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
@@ -113,8 +114,8 @@ class Fusion:
         self.n_series = np.vstack([self.n_series, np.zeros((grow, N_FAMILIES), dtype=np.int64)])
         self.top_rising = np.vstack([self.top_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.top_error = np.vstack([self.top_error, np.zeros((grow, N_FAMILIES), dtype=bool)])
-        self.recent = np.vstack([self.recent, np.zeros((grow, N_FAMILIES))])
-        self.recent_rising = np.vstack([self.recent_rising, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.recent_up = np.vstack([self.recent_up, np.zeros((grow, N_FAMILIES))])
+        self.recent_down = np.vstack([self.recent_down, np.zeros((grow, N_FAMILIES))])
         self.explained = np.vstack([self.explained, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
@@ -144,15 +145,14 @@ class Fusion:
         cells = ent * N_FAMILIES + fam
         np.maximum.at(flat, cells, s)
         np.maximum.at(self.fresh.reshape(-1), cells, s)
-        np.maximum.at(self.recent.reshape(-1), cells, s)
+        up = ev.up()[hot]
+        np.maximum.at(self.recent_up.reshape(-1), cells[up], s[up])
+        np.maximum.at(self.recent_down.reshape(-1), cells[~up], s[~up])
         won = s >= flat[cells]
         top = cells[won]
-        up = ev.up()[hot]
         self.top_series.reshape(-1)[top] = ev.ids[hot][won]
         self.top_value.reshape(-1)[top] = ev.values[hot][won]
         self.top_rising.reshape(-1)[top] = up[won]
-        strongest = s >= self.recent.reshape(-1)[cells]
-        self.recent_rising.reshape(-1)[cells[strongest]] = up[strongest]
         self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
         self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
 
@@ -216,25 +216,23 @@ class Fusion:
         """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load
         families moved on the same entity in the last minutes: the load's evidence, not the family's own.
 
-        The load is read from `recent`, which shared causes never clear, and its direction is that of
-        its strongest recent move (heat still falling a minute after a checkpoint's power dip, while
-        power already climbs back, is the dip's). All is judged before this tick's clearing and node
-        lifting: a checkpoint's I/O, cleared as shared at once, still explains the
-        latency, retransmits and heat it leaves behind, and the heat of a job starting on every GPU of
-        a node is not credited to the node as a cooling fault. A cell once explained stays so until new
-        evidence tops it; a cell whose strongest series is an error counter is never the load's.
+        The load is read from `recent_up` / `recent_down`, which shared causes never clear: any of its
+        series moving the family's way counts (a checkpoint's NFS writes rise while its fabric traffic
+        falls; heat still falling a minute after a power dip, while power already climbs back, is the
+        dip's). All is judged before this tick's clearing and node lifting: a checkpoint's I/O, cleared
+        as shared at once, still explains the latency, retransmits and heat it leaves behind, and the
+        heat of a job starting on every GPU of a node is not credited to the node as a cooling fault.
+        A cell once explained stays so until new evidence tops it; a cell whose strongest series is an
+        error counter is never the load's.
         """
-        voting = self.held >= self.config.vote_min
-        moved = self.recent >= self.config.vote_min
+        vote_min = self.config.vote_min
+        voting = self.held >= vote_min
         out = self.explained & voting
         for family, loads in LOAD_COUPLED.items():
+            rising = self.top_rising[:, family]
             for load in loads:
-                out[:, family] |= (
-                    voting[:, family]
-                    & moved[:, load]
-                    & (self.recent_rising[:, load] == self.top_rising[:, family])
-                    & ~self.top_error[:, family]
-                )
+                moved = np.where(rising, self.recent_up[:, load], self.recent_down[:, load]) >= vote_min
+                out[:, family] |= voting[:, family] & moved & ~self.top_error[:, family]
         self.explained = out
         return out
 
@@ -306,7 +304,7 @@ class Fusion:
 
     def decay(self, elapsed_s: float) -> None:
         factor = np.exp2(-elapsed_s / self.config.half_life_s)
-        for held in (self.held, self.recent):
+        for held in (self.held, self.recent_up, self.recent_down):
             held *= factor
             held[held < 1e-3] = 0.0
 
@@ -317,8 +315,8 @@ class Fusion:
             "top_value": self.top_value,
             "top_rising": self.top_rising,
             "top_error": self.top_error,
-            "recent": self.recent,
-            "recent_rising": self.recent_rising,
+            "recent_up": self.recent_up,
+            "recent_down": self.recent_down,
             "explained": self.explained,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
@@ -337,8 +335,8 @@ class Fusion:
         self.top_value = np.array(arrays["top_value"], dtype=np.float64)
         self.top_rising = np.array(arrays["top_rising"], dtype=bool)
         self.top_error = np.array(arrays["top_error"], dtype=bool)
-        self.recent = np.array(arrays["recent"], dtype=np.float64)
-        self.recent_rising = np.array(arrays["recent_rising"], dtype=bool)
+        self.recent_up = np.array(arrays["recent_up"], dtype=np.float64)
+        self.recent_down = np.array(arrays["recent_down"], dtype=np.float64)
         self.explained = np.array(arrays["explained"], dtype=bool)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.array(arrays["present"], dtype=bool)

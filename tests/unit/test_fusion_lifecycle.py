@@ -205,6 +205,19 @@ def test_retransmits_rising_with_the_nodes_traffic_are_the_load_but_link_errors_
     assert link.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
 
 
+def test_load_moving_both_ways_at_once_explains_a_family_moving_either_way() -> None:
+    """At a checkpoint a node's fabric traffic falls (strongly) while its NFS writes rise: retransmits
+    rising with the writes are the load's, though the strongest load move was downwards."""
+    f = Fusion()
+    f.ensure(2)
+    f.ingest(
+        *directed(
+            [Family.UTILIZATION, Family.UTILIZATION, Family.NETWORK], [1e-12, 1e-4, 1e-9], [False, True, True]
+        )
+    )
+    assert f.evaluate(0.0)[0] == FusionConfig().workload_cap
+
+
 def test_latency_left_behind_by_io_already_cleared_as_shared_is_still_the_loads() -> None:
     """A checkpoint's I/O votes on every node and is cleared as a shared cause at once; the latency
     it leaves on one node for minutes after is still explained by it, not a fault of that node."""
