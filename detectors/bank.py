@@ -20,6 +20,7 @@ from detectors.base import Detector, Floats, Ids, pack_blobs, rows, unpack_blobs
 from detectors.counter_rate import CounterRate
 from detectors.drift import DriftCusum
 from detectors.error_counter import ErrorCounterSurprise
+from detectors.fail_slow import FailSlow
 from detectors.flatline import Flatline
 from detectors.multivariate import RiverNodeAnomaly
 from detectors.peer import PeerDeviation
@@ -37,7 +38,7 @@ class Evidence:
     values: Floats
     p: Floats
     rising: NDArray[np.bool_] | None = None  # above the series' baseline (level or rate); None: all
-    peer_p: Floats | None = None  # the peer detector's own p (1 where it did not judge)
+    fail_slow_p: Floats | None = None  # fail-slow evidence of watched series (1 elsewhere)
 
     def up(self) -> NDArray[np.bool_]:
         return np.ones(len(self.ids), dtype=bool) if self.rising is None else self.rising
@@ -48,6 +49,7 @@ class DetectorBank:
 
     def __init__(self, multivariate: bool = False) -> None:
         self.peer = PeerDeviation()
+        self.fail_slow = FailSlow(self.peer)
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         gauge: list[Detector] = [RobustDeviation(), DriftCusum(), Flatline(), self.peer]
         if self.multivariate is not None:
@@ -74,6 +76,10 @@ class DetectorBank:
         if self.multivariate is not None:
             self.multivariate.set_nodes(ids, nodes)
 
+    def watch_work_rate(self, ids: Ids) -> None:
+        """Declare newly registered series that measure how fast a GPU works (fail-slow reads them)."""
+        self.fail_slow.watch(ids)
+
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         """Score a batch; one of distinct ids in another order is scored in id order, and answered in its own.
 
@@ -84,11 +90,11 @@ class DetectorBank:
         if order is None:
             return self._update(ids, ts, values)
         ev = self._update(ids[order], ts[order], values[order])
-        p, rising, peer_p = np.empty_like(ev.p), np.empty(len(ids), dtype=bool), np.ones(len(ids))
+        p, rising, slow = np.empty_like(ev.p), np.empty(len(ids), dtype=bool), np.ones(len(ids))
         p[order], rising[order] = ev.p, ev.up()
-        if ev.peer_p is not None:
-            peer_p[order] = ev.peer_p
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer_p=peer_p)
+        if ev.fail_slow_p is not None:
+            slow[order] = ev.fail_slow_p
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
 
     def _update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < len(self.kinds):
@@ -103,28 +109,24 @@ class DetectorBank:
             self.staleness.update(ids[scored], ts[scored], values[scored])
         p = np.ones(len(ids), dtype=np.float64)
         rising = np.ones(len(ids), dtype=bool)
-        peer_p = np.ones(len(ids))
         for kind, dets in self.detectors.items():
             mask = kinds == kind
             if mask.all():
                 rising = self._rising(kind, ids, ts, values)
-                p, peer_p = self._combine(dets, ids, ts, values)
+                p = self._combine(dets, ids, ts, values)
             elif mask.any():
                 sub = (ids[mask], ts[mask], values[mask])
                 rising[mask] = self._rising(kind, *sub)
-                p[mask], peer_p[mask] = self._combine(dets, *sub)
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, peer_p=peer_p)
+                p[mask] = self._combine(dets, *sub)
+        slow = self.fail_slow.update(ids, ts)  # after the peer detector saw the same samples
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
 
-    def _combine(self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> tuple[Floats, Floats]:
-        """Smallest p of the detectors times their count (Bonferroni), at most 1; and the peer
-        detector's own p (1 for kinds it does not read)."""
-        smallest, by_peers = np.ones(len(ids)), np.ones(len(ids))
+    def _combine(self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> Floats:
+        """Smallest p of the detectors times their count (Bonferroni), at most 1."""
+        smallest = np.ones(len(ids))
         for det in dets:
-            p_det = det.update(ids, ts, values)
-            if det is self.peer:
-                by_peers = p_det
-            np.minimum(smallest, p_det, out=smallest)
-        return np.minimum(smallest * len(dets), 1.0), by_peers
+            np.minimum(smallest, det.update(ids, ts, values), out=smallest)
+        return np.minimum(smallest * len(dets), 1.0)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:
         """Whether each sample lies above its series' baseline, read before the update.
@@ -165,15 +167,16 @@ class DetectorBank:
 
     def snapshot(self) -> bytes:
         parts = [d.snapshot() for d in self.all_detectors()]
-        return pack_blobs(self.kinds.tobytes(), self.staleness.snapshot(), *parts)
+        return pack_blobs(self.kinds.tobytes(), self.staleness.snapshot(), self.fail_slow.snapshot(), *parts)
 
     def restore(self, data: bytes) -> None:
-        kinds, staleness, *parts = unpack_blobs(data)
+        kinds, staleness, fail_slow, *parts = unpack_blobs(data)
         dets = self.all_detectors()
         if len(parts) != len(dets):
             raise ValueError("snapshot does not match this bank's detectors")
         self.kinds = np.frombuffer(kinds, dtype=np.uint8).copy()
         self.staleness.restore(staleness)
+        self.fail_slow.restore(fail_slow)
         for det, part in zip(dets, parts, strict=True):
             det.restore(part)
 

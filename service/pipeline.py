@@ -45,10 +45,6 @@ class PipelineConfig:
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
-FAIL_SLOW_P = 0.01  # the peer detector's p at most this ...
-FAIL_SLOW_SHORTFALL = 0.1  # ... and the GPU at least 10% below its peers' median: a straggler is ~30%
-
-
 def fingerprint(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
@@ -75,7 +71,6 @@ class Pipeline:
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
-        self._work_rate = np.zeros(0, dtype=bool)  # per series id: a fail-slow metric (`_falling_behind`)
         self.xid_alerts = XidAlerts(self, fingerprint)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
@@ -111,6 +106,7 @@ class Pipeline:
             new = np.arange(self.registered, len(reg), dtype=np.int64)
             self.bank.set_kinds(new, reg.kind_of[new])
             self._set_groups(new)
+            self.bank.watch_work_rate(self._work_rate_series(new))
             self.fusion.ensure(len(reg.entities))
             self.fusion.parent[: len(reg.entities)] = reg.parent_of
             self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
@@ -157,31 +153,23 @@ class Pipeline:
             fam[scored],
             self.registry.kind_of[ids[scored]] == Kind.ERROR_COUNTER,
         )
-        if ev.peer_p is not None:
-            behind = self._falling_behind(ids, ev.peer_p)
-            if behind.any():
-                n = int(behind.sum())
-                self.fusion.ingest(
-                    Evidence(
-                        ids[behind], ts[behind], values[behind], ev.peer_p[behind], np.zeros(n, dtype=bool)
-                    ),
-                    self.registry.entity_of[ids[behind]],
-                    np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
-                )
+        if ev.fail_slow_p is not None and (behind := ev.fail_slow_p < 1.0).any():
+            n = int(behind.sum())
+            self.fusion.ingest(
+                Evidence(
+                    ids[behind], ts[behind], values[behind], ev.fail_slow_p[behind], np.zeros(n, dtype=bool)
+                ),
+                self.registry.entity_of[ids[behind]],
+                np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
+            )
 
-    def _falling_behind(self, ids: NDArray[np.int64], peer_p: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """GPU clock samples the peer detector judged, at least `FAIL_SLOW_SHORTFALL` below the
-        median of the node's other GPUs: fail-slow evidence, whatever the series' own history says."""
+    def _work_rate_series(self, new: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Newly registered GPU series that measure how fast the GPU works (fail-slow watches them)."""
         reg = self.registry
-        if len(self._work_rate) < len(reg):  # new series (or a restored registry): learn which are which
-            more = range(len(self._work_rate), len(reg))
-            self._work_rate = np.r_[self._work_rate, [reg.series(i)[0] in WORK_RATE_METRICS for i in more]]
-        work = self._work_rate[ids] & (peer_p <= FAIL_SLOW_P)
-        if not work.any():
-            return work
-        entity = reg.entity_of[ids]
-        gpu = (entity >= 0) & (self.fusion.parent[np.maximum(entity, 0)] >= 0)
-        return work & gpu & (self.bank.peer.shortfall(ids) <= -FAIL_SLOW_SHORTFALL)
+        work = [sid for sid in new.tolist() if reg.series(sid)[0] in WORK_RATE_METRICS]
+        return np.array(
+            [sid for sid in work if reg.entities[int(reg.entity_of[sid])].gpu is not None], dtype=np.int64
+        )
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node (registration time, not per sample)."""

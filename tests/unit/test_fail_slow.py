@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from detectors.fail_slow import FailSlow
+from detectors.peer import PeerDeviation
 from service.decode.types import RawSample
 from service.models import Alert
 from service.pipeline import Pipeline
@@ -47,3 +49,38 @@ def test_every_gpu_of_the_node_slowing_together_is_the_job_not_a_fault() -> None
 def test_a_single_slow_scrape_does_not_page() -> None:
     alerts = run({5}, 0.6, slow_from=300, ticks=301)
     assert [a for a in alerts if a.status == "firing"] == []
+
+
+def test_a_gpu_stalling_now_and_then_pages_as_its_stalls_keep_coming() -> None:
+    """Stalling firmware (the run-up to an Xid 119): the clock drops to 60% on one scrape in three."""
+    rng = np.random.default_rng(3)
+    pipeline = Pipeline()
+    alerts: list[Alert] = []
+    for t in range(400):
+        stalled = {5} if t >= 300 and t % 3 == 0 else set()
+        alerts += pipeline.ingest_samples(scrape(t, rng, stalled, 0.6))
+    firing = [a for a in alerts if a.status == "firing"]
+    assert [(a.kind, a.gpu) for a in firing] == [("pre_xid", 5)]
+    assert "fail-slow" in {s.family for s in firing[0].signals}
+
+
+def test_fail_slow_counts_scrapes_behind_the_peers_and_judges_them_as_an_error_counter() -> None:
+    peer = PeerDeviation()
+    fs = FailSlow(peer)
+    ids = np.arange(GPUS, dtype=np.int64)
+    peer.set_groups(ids, np.zeros(GPUS, dtype=np.int64))
+    fs.watch(ids[5:6])
+    rng = np.random.default_rng(0)
+    out = []
+    for t in range(120):
+        x = 1965.0 + rng.normal(0, 4.0, GPUS)
+        if t in (100, 110, 111, 112, 113):
+            x[5] *= 0.7
+        ts = np.full(GPUS, 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts))
+    p = np.array(out)
+    assert (p[:, [0, 1, 2, 3, 4, 6, 7]] == 1.0).all()  # not watched
+    assert p[100, 5] > 1e-3  # one lagging scrape: weak
+    assert p[113, 5] < 1e-8  # four more in a row: strong
+    assert p[114:, 5].min() == 1.0  # back with its peers: no evidence

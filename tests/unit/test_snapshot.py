@@ -86,7 +86,6 @@ DERIVED = {
     "_width",
     "_layout",
     "aliases",
-    "_work_rate",
 }
 
 
