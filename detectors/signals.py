@@ -56,17 +56,23 @@ WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})
-# Families that follow the load through physics: heat follows power and activity, a node's storage
-# latency follows the I/O it issues itself, TCP retransmits grow with the segments sent. Moving the same
+# Families that follow the load through physics: heat follows power and activity (a node's board
+# temperature its CPU load), a node's storage latency follows the I/O it issues itself, TCP retransmits
+# grow with the segments sent. Moving the same
 # way as one of their load families on the same entity, they are the load's (one workload vote); against
 # the load (hotter while power is steady or falling, slower storage or more retransmits while the node
 # moves fewer bytes) they are evidence of their own. Error counters (NFS timeouts, link errors) in these
 # families are never the load's.
 LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
-    Family.THERMAL: (Family.POWER, Family.UTILIZATION),
+    Family.THERMAL: (Family.POWER, Family.UTILIZATION, Family.HOST),
     Family.STORAGE_IO: (Family.UTILIZATION, Family.HOST),
     Family.NETWORK: (Family.UTILIZATION,),
 }
+
+
+# Metrics that fall as the load (or the trouble) grows: memory still available, disk space left. Fusion
+# reads every movement as "busier" or "quieter", "worse" or "better", so theirs is read upside down.
+FALLS_WITH_LOAD = frozenset({"node_memory_MemAvailable_bytes", "node_filesystem_avail_bytes"})
 
 
 class Kind(IntEnum):

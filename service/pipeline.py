@@ -147,8 +147,9 @@ class Pipeline:
         fam = self.registry.family_of[ids]
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
+        up = ev.up()[scored] ^ self.registry.falls_with_load[ids[scored]]  # "busier", "worse"
         self.fusion.ingest(
-            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored], ev.up()[scored]),
+            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored], up),
             self.registry.entity_of[ids[scored]],
             fam[scored],
             self.registry.kind_of[ids[scored]] == Kind.ERROR_COUNTER,

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from detectors.signals import Family, Kind, spec_for
+from detectors.signals import FALLS_WITH_LOAD, Family, Kind, spec_for
 from service.decode.common import HOST_LABELS
 from service.decode.xid import normalise_pci
 
@@ -71,6 +71,7 @@ class SeriesRegistry:
     entity_of: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     family_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    falls_with_load: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     entities: list[Entity] = field(default_factory=list)
     entity_ids: dict[Entity, int] = field(default_factory=dict)
     parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
@@ -137,9 +138,11 @@ class SeriesRegistry:
             self.entity_of = np.resize(self.entity_of, cap)
             self.family_of = np.resize(self.family_of, cap)
             self.kind_of = np.resize(self.kind_of, cap)
+            self.falls_with_load = np.resize(self.falls_with_load, cap)
         self.entity_of[sid] = eid
         self.family_of[sid] = spec.family if spec else NO_FAMILY
         self.kind_of[sid] = spec.kind if spec else Kind.IGNORED
+        self.falls_with_load[sid] = name in FALLS_WITH_LOAD
 
     def _learn_gpu(self, eid: int, node: str, labels: dict[str, str]) -> None:
         """DCGM labels tell which PCI bus id and UUID each (node, gpu index) has."""

@@ -136,6 +136,7 @@ def _arrays(p: Pipeline) -> dict[str, Any]:
         "reg_entity_of": reg.entity_of,
         "reg_family_of": reg.family_of,
         "reg_kind_of": reg.kind_of,
+        "reg_falls_with_load": reg.falls_with_load,
         **{f"fusion_{k}": v for k, v in fusion.snapshot_arrays().items()},
         "fusion_at_tick": fusion.at_tick,
         "fusion_common_share": fusion.common_share,
@@ -160,6 +161,7 @@ def _restore_arrays(p: Pipeline, a: dict[str, Any]) -> None:
     reg.entity_of = a["reg_entity_of"].astype(np.int64)
     reg.family_of = a["reg_family_of"].astype(np.uint8)
     reg.kind_of = a["reg_kind_of"].astype(np.uint8)
+    reg.falls_with_load = a["reg_falls_with_load"].astype(bool)
     p.fusion.restore_arrays({k[7:]: v for k, v in a.items() if k.startswith("fusion_")})
     p.fusion.at_tick = a["fusion_at_tick"].astype(np.float64)
     p.fusion.common_share = a["fusion_common_share"].astype(np.float64)

@@ -12,31 +12,37 @@ NODES = 16
 START = 1_796_205_600.0
 
 
-def scrape(t: int, rng: np.random.Generator, backlog: np.ndarray, stalled: set[int]) -> list[RawSample]:
-    """One 15 s scrape: NFS backlog and queue-time counters, and a GPU temperature, per node."""
+def scrape(
+    t: int, rng: np.random.Generator, backlog: np.ndarray, stalled: set[int], read: np.ndarray, reading: bool
+) -> list[RawSample]:
+    """One 15 s scrape: NFS backlog and bytes read, and a GPU temperature, per node."""
     ts = START + 15.0 * t
     out: list[RawSample] = []
     for n in range(NODES):
         rate = 900.0 if n in stalled else 40.0
         backlog[n] += rng.poisson(rate * 15.0)
+        read[n] += (4e9 if reading else 2e7) * 15.0 * (1 + rng.normal(0, 0.02))
         labels = {"instance": f"node-{n:02d}:9100", "export": "nfs:/ckpt"}
         out.append(
             RawSample("node_mountstats_nfs_transport_backlog_queue_total", labels, ts, float(backlog[n]))
         )
+        out.append(RawSample("node_mountstats_nfs_read_bytes_total", labels, ts, float(read[n])))
         out.append(RawSample("node_load1", {"instance": f"node-{n:02d}:9100"}, ts, 20.0 + rng.normal()))
         gpu_labels = {"Hostname": f"node-{n:02d}", "gpu": "0", "pci_bus_id": "00000000:18:00.0"}
         out.append(RawSample("DCGM_FI_DEV_GPU_TEMP", gpu_labels, ts, 60.0 + rng.normal(0, 0.3)))
     return out
 
 
-def run(stalled_at: range, stalled_nodes: set[int], ticks: int = 240) -> list[Alert]:
+def run(stalled_at: range, stalled_nodes: set[int], ticks: int = 240, reads: bool = False) -> list[Alert]:
+    """`reads`: every node reads a checkpoint back (NFS bytes x200) while its backlog stalls."""
     rng = np.random.default_rng(5)
-    backlog = np.zeros(NODES)
+    backlog, read = np.zeros(NODES), np.zeros(NODES)
     pipeline = Pipeline()
     alerts: list[Alert] = []
     for t in range(ticks):
+        now = t in stalled_at
         alerts += pipeline.ingest_samples(
-            scrape(t, rng, backlog, stalled_nodes if t in stalled_at else set())
+            scrape(t, rng, backlog, stalled_nodes if now else set(), read, reads and now)
         )
     return alerts + pipeline.advance(drain=True)
 
@@ -53,3 +59,8 @@ def test_a_cluster_wide_storage_stall_is_one_cluster_alert_and_no_node_pages() -
 def test_a_stall_on_one_node_is_not_a_cluster_event() -> None:
     alerts = run(range(120, 160), {3})
     assert [a for a in alerts if a.kind == "cluster"] == []
+
+
+def test_storage_slowing_everywhere_while_every_node_reads_a_checkpoint_back_is_the_job() -> None:
+    """A job restart: every node reads its checkpoint at once and NFS queues grow with the reads."""
+    assert [a for a in run(range(120, 160), set(range(NODES)), reads=True) if a.kind == "cluster"] == []

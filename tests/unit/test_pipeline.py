@@ -6,11 +6,14 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 
+from detectors.signals import Family
 from service.cli import build
+from service.decode.types import RawSample
 from service.demo_sim import DemoCluster, DemoFault, simulate
 from service.explain import node_evidence
 from service.http import create_app
 from service.models import Alert
+from service.pipeline import Pipeline
 from service.processor import Message, Output, Processor
 from service.series import SeriesRegistry, normalise_host
 from service.settings import Settings
@@ -163,3 +166,18 @@ def test_entity_evidence_at_firing_names_the_families_and_series_that_voted() ->
     assert [a.kind for a in gpu5.alerts] == ["pre_xid"]
     healthy = next(e for e in node_evidence(state.pipeline, "node-03") if e.gpu == 4)
     assert healthy.score < 0.5
+
+
+def test_memory_available_rising_reads_as_the_load_falling() -> None:
+    """Fusion reads directions as "busier" or "quieter": memory freed is quieter, memory used busier."""
+    pipe = Pipeline()
+    labels = {"instance": "node-00:9100"}
+    for t in range(60):
+        free = 1.2e12 + 1e9 * (t % 2) + (8e11 if t == 59 else 0.0)  # the job exits: memory freed
+        pipe.ingest_samples(
+            [RawSample("node_memory_MemAvailable_bytes", labels, 1_796_205_600.0 + 15 * t, free)]
+        )
+    pipe.advance(drain=True)
+    node = pipe.registry.entity_id("node-00", None)
+    assert pipe.fusion.recent_down[node, Family.HOST] >= 2.0
+    assert pipe.fusion.recent_up[node, Family.HOST] < 2.0
