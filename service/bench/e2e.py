@@ -99,7 +99,7 @@ async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, repl
                     start = (now, done)  # just after a commit, as `end` is: whole commit intervals
                 elif start is not None and done >= 0.9 * total and done > start[1]:
                     end = (now, done)
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.1)
     finally:
         await admin.close()
         peaks = await load.stop_replicas(procs)
