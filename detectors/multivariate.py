@@ -17,7 +17,6 @@ import pickle
 from typing import Any
 
 import numpy as np
-from river import anomaly, preprocessing
 
 from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
 from detectors.calibration import TailCalibrator
@@ -75,6 +74,8 @@ class RiverNodeAnomaly:
         feats.update(zip(ids[mine].tolist(), x[mine].tolist(), strict=True))
         model = self.models.get(n)
         if model is None:
+            from river import anomaly, preprocessing  # here: importing river (and scipy.stats) takes ~1 s
+
             model = self.models[n] = preprocessing.MinMaxScaler() | anomaly.HalfSpaceTrees(
                 n_trees=self.n_trees, height=self.height, window_size=self.window_size, seed=self.seed
             )

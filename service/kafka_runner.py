@@ -30,7 +30,7 @@ from service import snapshot
 from service.handoff import Handoff
 from service.kafka_security import client_options
 from service.models import Alert
-from service.processor import DeadLetter, Message, Output, Processor
+from service.processor import DeadLetter, Message, Output, Processor, Run
 from service.settings import Settings
 from service.state import ServiceState
 from service.state_store import ChangelogStore
@@ -57,6 +57,11 @@ def dead_letter_headers(dl: DeadLetter) -> list[tuple[str, bytes]]:
 def to_message(rec: ConsumerRecord) -> Message:
     value = rec.value if rec.value is not None else b""
     return Message(value, rec.timestamp / 1000.0, rec.topic, rec.partition, rec.offset, rec.key, rec.headers)
+
+
+def to_run(tp: TopicPartition, records: list[ConsumerRecord]) -> Run:
+    """A partition's metric records as the processor's run: payloads, and a Message on demand."""
+    return Run(tp.topic, tp.partition, [r.value or b"" for r in records], lambda i: to_message(records[i]))
 
 
 def source(tp: TopicPartition) -> str:
@@ -193,7 +198,7 @@ class KafkaRunner:
     async def _handle(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         out = Output()
         for index, shard in self.shards.items():
-            metrics: list[Message] = []
+            metrics: list[Run] = []
             logs: list[Message] = []
             read = {
                 tp: fresh
@@ -201,12 +206,15 @@ class KafkaRunner:
                 if tp.partition == index and (fresh := shard.unseen(tp, records))
             }
             for tp, records in read.items():
-                (metrics if tp.topic in self.metrics_topics else logs).extend(map(to_message, records))
+                if tp.topic in self.metrics_topics:
+                    metrics.append(to_run(tp, records))
+                else:
+                    logs.extend(map(to_message, records))
             if not read:
                 continue
             backlogged = await self._backlogged_metric_sources(index)
             with self.state.telemetry.batch_seconds.time():
-                part = shard.processor.process(metrics, logs, backlogged)
+                part = shard.processor.process_runs(metrics, logs, backlogged)
             shard.offsets |= {tp: records[-1].offset + 1 for tp, records in read.items()}
             out.alerts += part.alerts
             out.dead_letters += part.dead_letters

@@ -1,9 +1,11 @@
 """`prexid bench e2e`: prexid against a real broker, beside a bare consumer, in one bounded run.
 
-1. a backlog of demo traffic (many small clusters, one GPU fault each) is produced to 4 partitions;
+1. a backlog of demo traffic (many small clusters, one GPU fault each, 90 minutes) is produced to
+   4 partitions;
 2. a bare aiokafka consumer reads it (the baseline), then one `prexid run` replica, then two
-   (each a process, as deployed): records/s between 10% and 90% of the backlog committed;
-3. fresh topics get the same traffic at half of one replica's maximum rate: sample-to-alert latency
+   (each a process, as deployed): records/s between 10% and 90% of the backlog committed, once the
+   group holds every replica (`pipeline_rate`);
+3. fresh topics get its first half hour at half of one replica's maximum rate: sample-to-alert latency
    (alert's Kafka timestamp minus the send time of the scrape that completed its evidence), the
    group's lag, and the replica's peak RSS;
 4. a child process holds 1M series (default) in one pipeline: its peak RSS and snapshot size.
@@ -36,6 +38,10 @@ from service.settings import Settings
 PARTITIONS = 4
 CLUSTERS = 16  # x 2 nodes x 8 GPUs: 2,368 records per 15 s scrape
 MEMORY_SERIES = 1_000_000
+# Throughput is read from commits, one per replica per 0.5 s checkpoint: an hour and a half of traffic
+# (~820k records) spans many of them even at two replicas' rate. Latency replays the first half hour.
+THROUGHPUT_S = 5400.0
+LATENCY_S = 1800.0
 
 
 def topics_for(run: str) -> dict[str, str]:
@@ -50,36 +56,56 @@ async def bare_rate(bootstrap: str, topics: dict[str, str], total: int) -> float
         tps = [TopicPartition(topics[t], p) for t in ("metrics", "logs") for p in range(PARTITIONS)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        seen, first = 0, 0.0
+        seen, counted, first = 0, 0, 0.0
         while seen < total:
             batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
-            first = first or time.perf_counter()
-            seen += sum(len(r) for r in batch.values())
-        return total / (time.perf_counter() - first)
+            got = sum(len(r) for r in batch.values())
+            seen += got
+            if first:  # the clock starts once the first batch is in: it does not count that batch
+                counted += got
+            elif got:
+                first = time.perf_counter()
+        return counted / (time.perf_counter() - first)
     finally:
         await consumer.stop()
 
 
 async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, replicas: int) -> dict[str, Any]:
-    """Records/s of `replicas` prexid processes, from commits crossing 10% to 90% of the backlog."""
+    """Records/s of `replicas` prexid processes while all of them consume: committed records between
+    the first commit past 10% of the backlog (and past the group holding every replica) and the first
+    commit reaching 90%, divided by the time between those two commits.
+
+    Counting the records actually committed in between, not 80% of the backlog, matters: replicas
+    commit every checkpoint (0.5 s here), so the commits that cross 10% and 90% can be far past them.
+    Waiting for the whole group keeps a replica that joins late (and the rebalance that moves
+    partitions to it) out of the figure, which is the group's throughput, not its start-up.
+    """
     group = f"bench-{replicas}x-{uuid.uuid4().hex[:6]}"
     procs = await load.start_replicas(load.replica_env(bootstrap, topics, group), replicas)
     tps = [TopicPartition(topics[t], p) for t in ("metrics", "logs") for p in range(PARTITIONS)]
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    marks: dict[float, float] = {}
+    start: tuple[float, int] | None = None
+    end: tuple[float, int] | None = None
     try:
-        async with asyncio.timeout(180):
-            while (done := await load.committed_total(admin, group, tps)) < total:
-                for frac in (0.1, 0.9):
-                    if done >= frac * total and frac not in marks:
-                        marks[frac] = time.perf_counter()
+        async with asyncio.timeout(300):
+            grouped, last = False, -1
+            while end is None:
+                was_grouped = grouped
+                grouped = grouped or await load.group_size(admin, group) == replicas
+                done = await load.committed_total(admin, group, tps)
+                now, fresh, last = time.perf_counter(), done != last, done
+                if start is None and was_grouped and fresh and done >= 0.1 * total:
+                    start = (now, done)  # just after a commit, as `end` is: whole commit intervals
+                elif start is not None and done >= 0.9 * total and done > start[1]:
+                    end = (now, done)
                 await asyncio.sleep(0.1)
-        marks.setdefault(0.9, time.perf_counter())
     finally:
         await admin.close()
         peaks = await load.stop_replicas(procs)
-    return {"rate": 0.8 * total / (marks[0.9] - marks[0.1]), "peak_rss_mib": max(peaks)}
+    if start is None or end is None:
+        raise RuntimeError("no throughput window")
+    return {"rate": (end[1] - start[1]) / (end[0] - start[0]), "peak_rss_mib": max(peaks)}
 
 
 def emission_ticks(ticks: list[load.Tick]) -> dict[tuple[str, str], int]:
@@ -164,12 +190,13 @@ async def run(bootstrap: str | None, clusters: int, series: int, progress: Progr
     try:
         bootstrap = broker.start()
         progress.update(step, advance=1, description="making traffic")
-        ticks = load.traffic(clusters)
-        total = sum(len(t.metrics) + len(t.logs) for t in ticks)
+        backlog = load.traffic(clusters, THROUGHPUT_S)
+        ticks = backlog[: int(LATENCY_S // 15)]  # the same traffic, its first half hour
+        total = sum(len(t.metrics) + len(t.logs) for t in backlog)
         topics = topics_for(uuid.uuid4().hex[:8])
         await load.create_topics(bootstrap, list(topics.values()), PARTITIONS)
         progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
-        await load.produce(bootstrap, topics["metrics"], topics["logs"], ticks)
+        await load.produce(bootstrap, topics["metrics"], topics["logs"], backlog)
         progress.update(step, advance=1, description="bare consumer")
         results["records"] = total
         results["bare_rate"] = await bare_rate(bootstrap, topics, total)

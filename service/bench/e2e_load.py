@@ -186,6 +186,16 @@ async def committed_total(admin: AIOKafkaAdminClient, group: str, tps: list[Topi
     return sum(max(o.offset, 0) for o in offsets.values())
 
 
+async def group_size(admin: AIOKafkaAdminClient, group: str) -> int:
+    """Members of `group` once it is stable (partitions assigned), else 0."""
+    try:
+        [response] = await admin.describe_consumer_groups([group])
+    except GroupCoordinatorNotAvailableError:
+        return 0
+    _, _, state, _, _, members, *_ = response.groups[0]
+    return len(members) if state == "Stable" else 0
+
+
 def chunks(items: list[Tick], size: int) -> Iterator[list[Tick]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]

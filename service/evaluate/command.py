@@ -10,7 +10,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from service.evaluate import attribution, plots
+from service.evaluate import attribution
 from service.evaluate.match import Detection, Label, Result, Rules, match, parse_alert
 from service.evaluate.report import render
 from service.evaluate.summary import Summary, summarise
@@ -81,6 +81,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         n: attribution.attribute(r.false_alerts, events) for n, r in results.items()
     }
     args.report.mkdir(parents=True, exist_ok=True)
+    from service.evaluate import plots  # matplotlib: only here, not in every `prexid` command
+
     pngs = [plots.lead_times(results, args.report / "lead_times.png").name]
     chosen = plots.pick_failure(results["prexid"])
     if chosen is not None and (data / "series.jsonl").exists():

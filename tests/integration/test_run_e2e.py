@@ -127,7 +127,7 @@ async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
 class ExplodingProcessor(Processor):
     """Fails on the first batch: nothing it consumed may be committed."""
 
-    def process(self, *args: Any, **kwargs: Any) -> Any:
+    def process_runs(self, *args: Any, **kwargs: Any) -> Any:  # what the runner calls (and `process`)
         raise RuntimeError("sink failure")
 
 

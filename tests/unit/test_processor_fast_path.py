@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from aiokafka import ConsumerRecord, TopicPartition
 from numpy.typing import NDArray
 from prometheus_client import CollectorRegistry
 
 from service.decode import prom_kafka_adapter
+from service.kafka_runner import to_run
 from service.pipeline import Pipeline
 from service.processor import Message, Processor
 from service.telemetry import Telemetry
@@ -66,9 +68,9 @@ def processor(fast: bool, fmt: str = "prom_kafka_adapter") -> Processor:
 Sample = tuple[bytes, float, str]
 
 
-def read(proc: Processor) -> tuple[list[tuple[bytes, int, str, str]], list[Sample]]:
+def read(proc: Processor, via_kafka: bool = False) -> tuple[list[tuple[bytes, int, str, str]], list[Sample]]:
     """Dead letters and the samples handed to the pipeline (series by canonical key) for the cases,
-    each sent twice."""
+    each sent twice; as `Message`s, or as the Kafka runner hands them over (records in a `Run`)."""
     msgs = [
         Message(payload, 1_796_205_600.0, "metrics", 0, 2 * i + k, key)
         for i, (payload, key) in enumerate(CASES)
@@ -87,7 +89,17 @@ def read(proc: Processor) -> tuple[list[tuple[bytes, int, str, str]], list[Sampl
         add(ids, ts, values, source)
 
     proc.pipeline.add_series = record  # type: ignore[method-assign]
-    out = proc.process(msgs, [], {"metrics:0"})
+    if via_kafka:
+        records = [
+            ConsumerRecord(
+                m.topic, m.partition, m.offset, int(m.ts * 1000), 0, m.key, m.payload, None, 0, 0, ()
+            )
+            for m in msgs
+        ]
+        out = proc.process_runs([to_run(TopicPartition("metrics", 0), records)], [], {"metrics:0"})
+        assert [d.message for d in out.dead_letters] == [msgs[d.message.offset] for d in out.dead_letters]
+    else:
+        out = proc.process(msgs, [], {"metrics:0"})
     dead = [(d.message.payload, d.message.offset, d.reason, d.detail) for d in out.dead_letters]
     return dead, handed
 
@@ -106,6 +118,12 @@ def test_the_fast_path_reads_every_message_as_the_decoder_does(fmt: str) -> None
         "prexid_messages_decoded_total", {"stream": "metrics"}
     )
     assert len(fast.pipeline.registry.aliases) > 0  # and the fast path was taken
+
+
+@pytest.mark.parametrize("fmt", ["prom_kafka_adapter", "auto"])
+def test_kafka_records_read_as_messages_do(fmt: str) -> None:
+    """The runner hands records over without a `Message` each; they must read exactly alike."""
+    assert read(processor(True, fmt), via_kafka=True) == read(processor(True, fmt))
 
 
 def test_series_named_only_by_the_transport_are_aliased_with_its_host() -> None:
