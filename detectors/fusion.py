@@ -175,7 +175,7 @@ class Fusion:
             self.decay(tick - self.last_tick - cfg.step_s)
         coupled = self.load_coupled()
         self.lift_node_causes(coupled)
-        self.common = self.common_mode(coupled)
+        self.common = self.common_mode()
         if (self.common & _mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
@@ -197,18 +197,18 @@ class Fusion:
         waiting = (self.fresh == 0.0) & (self.held >= cfg.sustain_surprise)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
-    def common_mode(self, coupled: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    def common_mode(self) -> NDArray[np.bool_]:
         """Families with a shared cause at the GPU level or the node level (rows: level; columns: family).
 
-        Also records each family's cluster-wide voting and rising shares for cluster alerts; rising with
-        the load on that entity (`coupled`: a job restart's reads slowing NFS everywhere) is not counted
-        as rising, so the cluster alert is for storage, fabric or cooling, not for the job.
+        Also records each family's cluster-wide voting and rising shares for cluster alerts. Load
+        coupling is not consulted here: an NFS storm begins with a checkpoint's writes, so coupling
+        would explain away the very storm the cluster alert is for.
         """
         cfg = self.config
         voting = self.held >= cfg.vote_min
         carriers = self.present.sum(axis=0)
         self.common_share = np.where(carriers > 0, voting.sum(axis=0) / np.maximum(carriers, 1), 0.0)
-        self.rising_share = (voting & self.top_rising & ~coupled).sum(axis=0) / np.maximum(carriers, 1)
+        self.rising_share = (voting & self.top_rising).sum(axis=0) / np.maximum(carriers, 1)
         shared = np.zeros((2, N_FAMILIES), dtype=bool)
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             floor = cfg.shared_min_gpu_votes if level == 0 else cfg.shared_min_node_votes
