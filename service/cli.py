@@ -147,6 +147,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
     bench.add_argument("--bootstrap", help="e2e: an existing Kafka broker (default: start one)")
     bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
+    bench.add_argument(
+        "--nodes", type=int, default=2, help="e2e: nodes per demo cluster (more: denser shards, as at scale)"
+    )
     bench.set_defaults(func=cmd_bench)
     _offline_tools(sub, common)
     return p

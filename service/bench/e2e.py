@@ -183,14 +183,17 @@ def memory_child(series: int) -> dict[str, float]:
     return dict(orjson.loads(out.stdout.strip().splitlines()[-1]))
 
 
-async def run(bootstrap: str | None, clusters: int, series: int, progress: Progress) -> dict[str, Any]:
+async def run(
+    bootstrap: str | None, clusters: int, series: int, progress: Progress, nodes: int = 2
+) -> dict[str, Any]:
     step = progress.add_task("starting Kafka", total=7)
     broker = load.Broker(bootstrap)
     results: dict[str, Any] = {}
     try:
         bootstrap = broker.start()
         progress.update(step, advance=1, description="making traffic")
-        backlog = load.traffic(clusters, THROUGHPUT_S)
+        # denser clusters fill the same backlog in less simulated time (never under the latency run's)
+        backlog = load.traffic(clusters, max(LATENCY_S, THROUGHPUT_S * 2 / nodes), nodes)
         ticks = backlog[: int(LATENCY_S // 15)]  # the same traffic, its first half hour
         total = sum(len(t.metrics) + len(t.logs) for t in backlog)
         topics = topics_for(uuid.uuid4().hex[:8])
@@ -198,7 +201,7 @@ async def run(bootstrap: str | None, clusters: int, series: int, progress: Progr
         progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
         await load.produce(bootstrap, topics["metrics"], topics["logs"], backlog)
         progress.update(step, advance=1, description="bare consumer")
-        results["records"] = total
+        results["records"], results["nodes"] = total, nodes
         results["bare_rate"] = await bare_rate(bootstrap, topics, total)
         progress.update(step, advance=1, description="one prexid replica")
         results["one"] = await pipeline_rate(bootstrap, topics, total, 1)
@@ -219,7 +222,10 @@ def report(r: dict[str, Any], console: Console) -> None:
     lags = r["latency"]["lag"] or [0]
     ratio, scale = r["one"]["rate"] / r["bare_rate"], r["two"]["rate"] / r["one"]["rate"]
     mem = r["memory"]
-    table = Table(title=f"prexid bench e2e ({r['records']:,} records, {PARTITIONS} partitions)")
+    table = Table(
+        title=f"prexid bench e2e ({r['records']:,} records, {PARTITIONS} partitions, "
+        f"{r['nodes']} nodes per cluster)"
+    )
     for col in ("measure", "value", "target"):
         table.add_column(col)
     table.add_row("bare aiokafka consumer", f"{r['bare_rate']:,.0f} rec/s", "baseline")
@@ -246,7 +252,13 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     console = Console()
     with Progress(console=console, transient=True) as progress:
         results = asyncio.run(
-            run(getattr(args, "bootstrap", None), CLUSTERS, getattr(args, "series", MEMORY_SERIES), progress)
+            run(
+                getattr(args, "bootstrap", None),
+                CLUSTERS,
+                getattr(args, "series", MEMORY_SERIES),
+                progress,
+                getattr(args, "nodes", 2),
+            )
         )
     report(results, console)
     console.print_json(orjson.dumps({k: v for k, v in results.items() if k != "latency"}).decode())

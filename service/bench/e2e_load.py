@@ -36,12 +36,12 @@ class Tick:
     logs: list[tuple[bytes, bytes]]
 
 
-def traffic(clusters: int, duration_s: float = 1800.0) -> list[Tick]:
-    """`clusters` demo clusters of 2 nodes x 8 GPUs, fault k's Xid at 1500 + 20k s."""
+def traffic(clusters: int, duration_s: float = 1800.0, nodes: int = 2) -> list[Tick]:
+    """`clusters` demo clusters of `nodes` nodes x 8 GPUs, fault k's Xid at 1500 + 20k s."""
     sims = [
         simulate(
             DemoCluster(
-                nodes=2, gpus=8, duration_s=duration_s, seed=k, fault=DemoFault(0, k % 8, 1500 + 20 * k)
+                nodes=nodes, gpus=8, duration_s=duration_s, seed=k, fault=DemoFault(0, k % 8, 1500 + 20 * k)
             )
         )
         for k in range(clusters)
