@@ -36,8 +36,9 @@ class PipelineConfig:
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     max_series: int = 2_000_000
-    # a cluster-wide shift must outlast routine ones (a checkpoint's NFS burst: about three minutes)
-    cluster_persist_ticks: int = 20
+    # a cluster-wide shift must outlast routine ones: a checkpoint's NFS burst (about three minutes), a
+    # job restart reading its checkpoint back (up to eight); an NFS storm lasts a quarter hour and more
+    cluster_persist_ticks: int = 40
     max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
     multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
     fusion: FusionConfig = field(default_factory=FusionConfig)
