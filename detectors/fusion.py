@@ -32,11 +32,6 @@ from detectors.signals import (
 )
 
 SURPRISE_CAP = 12.0
-# `LOAD_COUPLED` flattened to (family, load) pairs, for one vectorised pass per tick
-_PAIRS = [(int(f), int(load)) for f, loads in LOAD_COUPLED.items() for load in loads]
-_COUPLED_FAMILY = np.array([f for f, _ in _PAIRS], dtype=np.int64)
-_COUPLED_LOAD = np.array([load for _, load in _PAIRS], dtype=np.int64)
-_COUPLED_COLUMNS = tuple((int(f), [i for i, (g, _) in enumerate(_PAIRS) if g == f]) for f in LOAD_COUPLED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,11 +230,11 @@ class Fusion:
         vote_min = self.config.vote_min
         voting = self.held >= vote_min
         out = self.explained & voting
-        fam, load = _COUPLED_FAMILY, _COUPLED_LOAD  # every (family, load) pair at once: one pass each
-        moved = np.where(self.top_rising[:, fam], self.recent_up[:, load], self.recent_down[:, load])
-        pairs = (moved >= vote_min) & voting[:, fam] & ~self.top_error[:, fam]
-        for family, columns in _COUPLED_COLUMNS:
-            out[:, family] |= pairs[:, columns].any(axis=1)
+        for family, loads in LOAD_COUPLED.items():
+            rising = self.top_rising[:, family]
+            for load in loads:
+                moved = np.where(rising, self.recent_up[:, load], self.recent_down[:, load]) >= vote_min
+                out[:, family] |= voting[:, family] & moved & ~self.top_error[:, family]
         self.explained = out
         return out
 
