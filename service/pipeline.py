@@ -107,7 +107,6 @@ class Pipeline:
             new = np.arange(self.registered, len(reg), dtype=np.int64)
             self.bank.set_kinds(new, reg.kind_of[new])
             self._set_groups(new)
-            self.bank.watch_work_rate(self._work_rate_series(new))
             self.fusion.ensure(len(reg.entities))
             self.fusion.parent[: len(reg.entities)] = reg.parent_of
             self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
@@ -165,23 +164,20 @@ class Pipeline:
                 np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
             )
 
-    def _work_rate_series(self, new: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Newly registered GPU series that measure how fast the GPU works (fail-slow watches them)."""
-        reg = self.registry
-        work = [sid for sid in new.tolist() if reg.series(sid)[0] in WORK_RATE_METRICS]
-        return np.array(
-            [sid for sid in work if reg.entities[int(reg.entity_of[sid])].gpu is not None], dtype=np.int64
-        )
-
     def _set_groups(self, new: np.ndarray) -> None:
-        """Tell the bank each new series' peer group and node (registration time, not per sample)."""
+        """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
+        watches them): registration time, not per sample, one decode of each series' key."""
         reg, groups = self.registry, self.peer_groups
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
+        work_rate = np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
-            peer[i] = groups.group_of(*reg.series(sid), ent.node, ent.gpu)
+            name, labels = reg.series(sid)
+            peer[i] = groups.group_of(name, labels, ent.node, ent.gpu)
             node[i] = groups.node_of(ent.node)
+            work_rate[i] = ent.gpu is not None and name in WORK_RATE_METRICS
         self.bank.set_groups(new, peer, node)
+        self.bank.watch_work_rate(new[work_rate])
 
     def _ingest_silence(self, tick: float) -> None:
         """Staleness evidence for series that stopped reporting, in the liveness family of their entity."""
