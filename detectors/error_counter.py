@@ -96,8 +96,12 @@ class ErrorCounterSurprise:
         delta = np.where(seen, np.maximum(delta, 0.0), 0.0)
         dt = np.where(seen, ts - last_ts, 0.0)
         fade = np.exp2(-dt / self.window_s)
-        recent, recent_bursts = st["recent"][ids] * fade, st["recent_bursts"][ids] * fade
-        window = st["recent_seconds"][ids] * fade + dt
+        was_recent, was_bursts, was_seconds = (
+            st["recent"][ids],
+            st["recent_bursts"][ids],
+            st["recent_seconds"][ids],
+        )
+        recent, recent_bursts, window = was_recent * fade, was_bursts * fade, was_seconds * fade + dt
 
         p = np.ones(len(ids), dtype=np.float64)
         new = np.flatnonzero(delta > 0)
@@ -117,9 +121,9 @@ class ErrorCounterSurprise:
         st["errors"][ids] = np.where(seen, errors * decay + delta, errors)
         st["bursts"][ids] = np.where(seen, bursts * decay + burst, bursts)
         st["exposure"][ids] = np.where(seen, exposure * decay + dt, exposure)
-        st["recent"][ids] = np.where(seen, recent + delta, st["recent"][ids])
-        st["recent_bursts"][ids] = np.where(seen, recent_bursts + burst, st["recent_bursts"][ids])
-        st["recent_seconds"][ids] = np.where(seen, window, st["recent_seconds"][ids])
+        st["recent"][ids] = np.where(seen, recent + delta, was_recent)
+        st["recent_bursts"][ids] = np.where(seen, recent_bursts + burst, was_bursts)
+        st["recent_seconds"][ids] = np.where(seen, window, was_seconds)
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p
