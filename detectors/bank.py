@@ -161,9 +161,11 @@ class DetectorBank:
         return [det for dets in self.detectors.values() for det in dets]
 
     def bytes_per_series(self, kind: Kind = Kind.GAUGE) -> int:
-        """State bytes one series of `kind` costs: its detectors, staleness, and its kind byte."""
+        """State bytes one series of `kind` costs: its detectors, staleness, its kind byte and its
+        fail-slow slot (the watched series' own counters are per GPU, not per series)."""
         dets = self.detectors[kind]
-        return sum(d.bytes_per_series() for d in dets) + self.staleness.bytes_per_series() + 1
+        own = self.kinds.itemsize + self.fail_slow.slot.itemsize
+        return sum(d.bytes_per_series() for d in dets) + self.staleness.bytes_per_series() + own
 
     def snapshot(self) -> bytes:
         parts = [d.snapshot() for d in self.all_detectors()]

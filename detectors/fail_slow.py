@@ -65,10 +65,6 @@ class FailSlow:
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
-    def bytes_per_series(self) -> int:
-        """Per watched series (one per GPU): its counter and the error counter's state."""
-        return int(self.behind.itemsize) + self.events.bytes_per_series()
-
     def snapshot(self) -> bytes:
         return pack_blobs(self.slot.tobytes(), self.behind.tobytes(), self.events.snapshot())
 
