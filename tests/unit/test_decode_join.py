@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-
-from service.pipeline import Pipeline
-from service.processor import Message, Processor
-from service.telemetry import Telemetry
+from service.processor import Message
+from tests.unit import wiring
 
 T0 = 1_796_205_600.0
 # dcgm-exporter's /metrics as it serves it (labels in its order; Hostname is the node's short name)
@@ -18,8 +15,8 @@ DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="GPU-1b2c7a0e-1111-2222-3333-444455556666",pci
 
 
 def test_an_xid_after_a_dcgm_scrape_is_about_the_right_gpu() -> None:
-    pipeline = Pipeline()
-    processor = Processor(pipeline, Telemetry(CollectorRegistry(), lambda: [pipeline]), "auto", "auto")
+    processor = wiring.processor()
+    pipeline = processor.pipeline
     out = processor.process(
         [Message(DCGM_SCRAPE, T0, "scrapes", 0, 0, key=b"node-17.dc1.example.com:9400")],
         [

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from service.decode.types import RawSample
 from service.pipeline import Pipeline, PipelineConfig
 from service.processor import Message, Processor
-from service.telemetry import Telemetry
+from tests.unit import wiring
 
 T0 = 1_796_205_600.0
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]  # Prometheus' stale marker
@@ -60,9 +60,10 @@ def test_out_of_order_and_duplicate_counter_samples_are_ignored() -> None:
 
 
 def processor(max_series: int = 2_000_000) -> tuple[Processor, CollectorRegistry]:
-    pipeline = Pipeline(PipelineConfig(max_series=max_series))
     registry = CollectorRegistry()
-    return Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto"), registry
+    return wiring.processor(
+        pipeline=Pipeline(PipelineConfig(max_series=max_series)), metrics=registry
+    ), registry
 
 
 def test_a_message_with_no_samples_is_an_empty_dead_letter_and_counted() -> None:
@@ -103,14 +104,7 @@ def test_the_host_travels_in_a_header_or_the_key() -> None:
 
 
 def test_per_topic_formats_override_the_stream_default() -> None:
-    pipeline = Pipeline()
-    proc = Processor(
-        pipeline,
-        Telemetry(CollectorRegistry(), lambda: [pipeline]),
-        "prom_kafka_adapter",
-        "syslog",
-        {"scrapes": "prom_text", "dmesg": "dmesg"},
-    )
+    proc = wiring.processor("prom_kafka_adapter", "syslog", {"scrapes": "prom_text", "dmesg": "dmesg"})
     out = proc.process(
         [Message(b"node_load1 1\n", T0, "scrapes", key=b"n1")],
         [Message(b"[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, x", T0, "dmesg", key=b"n1")],

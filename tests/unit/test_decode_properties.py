@@ -17,9 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from service.decode import formats
 from service.decode.types import DecodeError, KernelLine, Samples
-from service.pipeline import Pipeline
-from service.processor import Message, Processor
-from service.telemetry import Telemetry
+from service.processor import Message
+from tests.unit import wiring
 from tests.unit.test_decode_logs import LOG_CASES
 from tests.unit.test_decode_metrics import CASES
 
@@ -113,9 +112,8 @@ def test_log_decoders_raise_only_decode_errors(fmt: str, payload: bytes, host: s
     logs=st.lists(payloads(LOG_SEEDS), max_size=8),
 )
 def test_every_message_is_decoded_or_dead_lettered(metrics: list[bytes], logs: list[bytes]) -> None:
-    pipeline = Pipeline()
     registry = CollectorRegistry()
-    processor = Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto")
+    processor = wiring.processor(metrics=registry)
     out = processor.process(
         [Message(m, REF, "metrics", 0, i) for i, m in enumerate(metrics)],
         [Message(x, REF, "logs", 0, i) for i, x in enumerate(logs)],

@@ -7,13 +7,11 @@ import numpy as np
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 from numpy.typing import NDArray
-from prometheus_client import CollectorRegistry
 
 from service.decode import prom_kafka_adapter
 from service.kafka_runner import to_run
-from service.pipeline import Pipeline
 from service.processor import Message, Processor
-from service.telemetry import Telemetry
+from tests.unit import wiring
 
 T0 = "2026-12-02T10:00:00Z"
 GPU = '{"gpu":"0","Hostname":"node-1"}'
@@ -58,8 +56,7 @@ CASES: list[tuple[bytes, bytes | None]] = [
 
 
 def processor(fast: bool, fmt: str = "prom_kafka_adapter") -> Processor:
-    pipeline = Pipeline()
-    proc = Processor(pipeline, Telemetry(CollectorRegistry(), lambda: [pipeline]), fmt, "syslog")
+    proc = wiring.processor(fmt, "syslog")
     if not fast:
         proc._fast = lambda topic: False  # type: ignore[method-assign]
     return proc
@@ -149,14 +146,8 @@ def test_both_adapter_layouts_are_one_series() -> None:
 
 
 def test_a_metrics_topic_given_a_log_format_dead_letters_instead_of_failing() -> None:
-    pipeline = Pipeline()
-    proc = Processor(
-        pipeline,
-        Telemetry(CollectorRegistry(), lambda: [pipeline]),
-        "prom_kafka_adapter",
-        "syslog",
-        topic_formats={"odd": "syslog"},
-    )
+    proc = wiring.processor("prom_kafka_adapter", "syslog", {"odd": "syslog"})
+    pipeline = proc.pipeline
     out = proc.process(
         [Message(adapter(), 0.0, "odd", 0, 0), Message(adapter(), 0.0, "metrics", 0, 0)], [], ()
     )
