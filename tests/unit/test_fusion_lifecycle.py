@@ -176,46 +176,46 @@ def directed(
     return ev, np.zeros(n, dtype=np.int64), np.array(families, dtype=np.uint8)
 
 
-def test_storage_latency_rising_with_the_nodes_own_io_is_the_load_not_a_fault() -> None:
+def fused_once(
+    families: list[Family], p: list[float], rising: list[bool], errors: list[bool] | None = None
+) -> float:
+    """Entity 0's fused score on a fresh fusion layer after one tick of `directed` evidence."""
     f = Fusion()
     f.ensure(2)
-    f.ingest(*directed([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, True]))
-    assert f.evaluate(0.0)[0] == FusionConfig().workload_cap
+    f.ingest(*directed(families, p, rising), None if errors is None else np.array(errors))
+    return float(f.evaluate(0.0)[0])
+
+
+def test_storage_latency_rising_with_the_nodes_own_io_is_the_load_not_a_fault() -> None:
+    assert fused_once([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, True]) == (
+        FusionConfig().workload_cap
+    )
 
 
 def test_storage_latency_rising_while_the_node_moves_fewer_bytes_counts_on_its_own() -> None:
-    f = Fusion()
-    f.ensure(2)
-    f.ingest(*directed([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
     cfg = FusionConfig()
-    assert f.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+    assert fused_once([Family.STORAGE_IO, Family.UTILIZATION], [1e-12, 1e-12], [True, False]) == (
+        cfg.family_cap + cfg.workload_cap
+    )
 
 
 def test_retransmits_rising_with_the_nodes_traffic_are_the_load_but_link_errors_never_are() -> None:
     cfg = FusionConfig()
-    traffic = Fusion()
-    traffic.ensure(2)
-    traffic.ingest(*directed([Family.NETWORK, Family.UTILIZATION], [1e-12, 1e-12], [True, True]))
-    assert traffic.evaluate(0.0)[0] == cfg.workload_cap
-    link = Fusion()  # the same, but the network family's strongest series is an error counter
-    link.ensure(2)
-    link.ingest(
-        *directed([Family.NETWORK, Family.UTILIZATION], [1e-12, 1e-12], [True, True]), np.array([True, False])
-    )
-    assert link.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+    traffic = [Family.NETWORK, Family.UTILIZATION], [1e-12, 1e-12], [True, True]
+    assert fused_once(*traffic) == cfg.workload_cap
+    # the same, but the network family's strongest series is an error counter
+    assert fused_once(*traffic, errors=[True, False]) == cfg.family_cap + cfg.workload_cap
 
 
 def test_load_moving_both_ways_at_once_explains_a_family_moving_either_way() -> None:
     """At a checkpoint a node's fabric traffic falls (strongly) while its NFS writes rise: retransmits
     rising with the writes are the load's, though the strongest load move was downwards."""
-    f = Fusion()
-    f.ensure(2)
-    f.ingest(
-        *directed(
-            [Family.UTILIZATION, Family.UTILIZATION, Family.NETWORK], [1e-12, 1e-4, 1e-9], [False, True, True]
-        )
+    checkpoint = (
+        [Family.UTILIZATION, Family.UTILIZATION, Family.NETWORK],
+        [1e-12, 1e-4, 1e-9],
+        [False, True, True],
     )
-    assert f.evaluate(0.0)[0] == FusionConfig().workload_cap
+    assert fused_once(*checkpoint) == FusionConfig().workload_cap
 
 
 def test_latency_left_behind_by_io_already_cleared_as_shared_is_still_the_loads() -> None:
@@ -240,14 +240,11 @@ def test_latency_left_behind_by_io_already_cleared_as_shared_is_still_the_loads(
 
 def test_heat_falling_as_the_job_stops_is_the_load_and_heat_against_it_is_not() -> None:
     cfg = FusionConfig()
-    job_stop = Fusion()
-    job_stop.ensure(2)
-    job_stop.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [False, False]))
-    assert job_stop.evaluate(0.0)[0] == cfg.workload_cap
-    cooling = Fusion()  # hotter while the GPU does less: a cooling fault, its own vote
-    cooling.ensure(2)
-    cooling.ingest(*directed([Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [True, False]))
-    assert cooling.evaluate(0.0)[0] == cfg.family_cap + cfg.workload_cap
+    job_stop = [Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [False, False]
+    assert fused_once(*job_stop) == cfg.workload_cap
+    # hotter while the GPU does less: a cooling fault, its own vote
+    cooling = [Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [True, False]
+    assert fused_once(*cooling) == cfg.family_cap + cfg.workload_cap
 
 
 def test_heat_of_a_job_starting_on_every_gpu_of_a_node_is_not_credited_to_the_node() -> None:
