@@ -22,8 +22,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.decode import prom_text
-from service.processor import Message
-from tests.unit import wiring
+from service.pipeline import Pipeline
+from service.processor import Message, Processor
+from service.telemetry import Telemetry
 
 pytestmark = pytest.mark.integration
 
@@ -94,14 +95,15 @@ def test_every_sample_of_a_real_scrape_is_decoded(scrape: bytes) -> None:
 
 
 def test_the_scrape_through_the_processor_counts_every_sample(scrape: bytes) -> None:
+    pipeline = Pipeline()
     registry = CollectorRegistry()
-    processor = wiring.processor(metrics=registry)
+    processor = Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto")
     out = processor.process([Message(scrape, time.time(), "scrapes", 0, 0, key=b"node-x")], [], backlogged=())
     expected = sum(len(f.samples) for f in text_string_to_metric_families(scrape.decode()))
     assert out.dead_letters == []
     assert registry.get_sample_value("prexid_samples_total") == expected
     assert registry.get_sample_value("prexid_messages_decoded_total", {"stream": "metrics"}) == 1.0
-    assert {e.node for e in processor.pipeline.registry.entities} == {"node-x"}
+    assert {e.node for e in pipeline.registry.entities} == {"node-x"}
 
 
 def test_the_textfile_odd_values_arrive_intact(scrape: bytes) -> None:
