@@ -176,9 +176,10 @@ def _offline_tools(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from service.malloc import keep_large_blocks_on_heap
+    from service.tuning import collect_garbage_less_often, keep_large_blocks_on_heap
 
     keep_large_blocks_on_heap()  # numpy's batch temporaries: reuse heap blocks, no page-fault churn
+    collect_garbage_less_often()  # a batch's records are thousands of short-lived objects
     args = parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s"
