@@ -6,7 +6,8 @@ Every message is accounted for exactly once: it decodes to at least one record (
 
 Most metric records are prometheus-kafka-adapter samples of series seen before. Those are read without
 parsing JSON: `prom_kafka_adapter.split` cuts out timestamp, value and the bytes naming the series, and
-the series is found by those bytes (a registry alias). Anything else goes through its topic's decoder,
+the series is found by those bytes (a registry alias); a run whose every message is such a sample is
+cut up by one regex pass (`split_many`). Anything else goes through its topic's decoder,
 which stays the reference: a series' bytes become an alias only after one of its messages was decoded
 in full, so both paths read every message alike (tests/unit/test_processor_fast_path.py).
 
@@ -210,8 +211,11 @@ class Processor:
         decoded = 0
         for run in metric_runs:
             cols = by_source.setdefault(f"{run.topic}:{run.partition}", _Columns())
-            ids, tss, values = cols.ids, cols.ts, cols.values
             fast = self._fast(run.topic)
+            if fast and self._read_known(run.payloads, cols, stamps):
+                decoded += len(run.payloads)
+                continue
+            ids, tss, values = cols.ids, cols.ts, cols.values
             for i, payload in enumerate(run.payloads):
                 parts = split(payload) if fast else None
                 msg = None
@@ -251,6 +255,33 @@ class Processor:
                 decoded += 1
         self.telemetry.messages_decoded.labels("metrics").inc(decoded)
         return by_source
+
+    def _read_known(self, payloads: Sequence[bytes], cols: _Columns, stamps: dict[bytes, float]) -> bool:
+        """Append a run whose every message `split`s into a known series, readable timestamp and value,
+        a column at a time (no Python per message); False, appending nothing, for any other run: the
+        loop in `_decode_metrics` then reads it message by message. Runs of the steady state are the
+        first kind, read for ~0.8 us a message where the loop takes ~1.0 (bench traffic)."""
+        parts = prom_kafka_adapter.split_many(payloads)
+        if parts is None:
+            return False
+        series, stamp_bytes, value_bytes = parts
+        try:
+            ids = list(map(self.pipeline.registry.aliases.__getitem__, series))
+        except KeyError:  # a series not seen before, or a message `split` cannot read
+            return False
+        for stamp in set(stamp_bytes).difference(stamps):  # a batch holds few distinct scrape times
+            try:
+                stamps[stamp] = parse_rfc3339(stamp.decode())
+            except DecodeError:
+                return False
+        try:
+            values = list(map(float, value_bytes))
+        except ValueError:
+            return False
+        cols.ids.extend(ids)
+        cols.ts.extend(map(stamps.__getitem__, stamp_bytes))
+        cols.values.extend(values)
+        return True
 
     def _fast(self, topic: str) -> bool:
         """Whether `prom_kafka_adapter.split` reads this topic's messages as its decoder does."""

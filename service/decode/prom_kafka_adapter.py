@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from service.decode.common import load_object, metric_name, number, parse_rfc3339, str_labels, with_host
@@ -33,6 +33,9 @@ def decode_doc(doc: dict[str, Any], ref_ts: float, host: str | None = None) -> S
 _TEXT = rb'"([\x20\x21\x23-\x5b\x5d-\x7e]*)"'  # a JSON string of printable ASCII, nothing escaped
 _STAMP_FIRST = re.compile(rb'\{"timestamp":' + _TEXT + rb',"value":' + _TEXT + rb",(.+)\}\Z", re.S)
 _STAMP_LAST = re.compile(rb"\{(.+),\"timestamp\":" + _TEXT + rb',"value":' + _TEXT + rb"\}\Z", re.S)
+# The same two layouts, one message per line of a joined run; a line of neither layout matches empty.
+_LINES_FIRST = re.compile(rb'^(?:\{"timestamp":' + _TEXT + rb',"value":' + _TEXT + rb",(.+)\}|.*)$", re.M)
+_LINES_LAST = re.compile(rb"^(?:\{(.+),\"timestamp\":" + _TEXT + rb',"value":' + _TEXT + rb"\}|.*)$", re.M)
 
 
 def split(payload: bytes) -> tuple[bytes, bytes, bytes] | None:
@@ -52,6 +55,25 @@ def split(payload: bytes) -> tuple[bytes, bytes, bytes] | None:
         series, ts, value = m.groups()
         return series, ts, value
     return None
+
+
+def split_many(payloads: Sequence[bytes]) -> tuple[Sequence[bytes], Sequence[bytes], Sequence[bytes]] | None:
+    """`split` of a whole run in one regex pass over its messages joined by newlines: (series,
+    timestamps, values) columns, series b"" for a message of neither layout; None when the run cannot
+    be cut that way (a message holding a newline).
+
+    All messages are read in the layout of the first (a producer writes one). A message in both
+    layouts may come out split the other way than `split` does, but then its series bytes carry a
+    `timestamp` member and are never an alias: the caller reads such messages one by one.
+    """
+    if not payloads:
+        return None
+    first = payloads[0].startswith(b'{"timestamp":')
+    found = (_LINES_FIRST if first else _LINES_LAST).findall(b"\n".join(payloads))
+    if len(found) != len(payloads):  # every line matches once: more lines than messages
+        return None
+    a, b, c = zip(*found, strict=True)
+    return (c, a, b) if first else (a, b, c)
 
 
 def alias(series: bytes, host: str | None) -> Hashable | None:

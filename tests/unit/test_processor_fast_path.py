@@ -6,12 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
+from hypothesis import given
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from service.decode import prom_kafka_adapter
 from service.kafka_runner import to_run
 from service.processor import Message, Processor
 from tests.unit import wiring
+from tests.unit.test_decode_properties import FUZZ, mutated
 
 T0 = "2026-12-02T10:00:00Z"
 GPU = '{"gpu":"0","Hostname":"node-1"}'
@@ -65,14 +68,8 @@ def processor(fast: bool, fmt: str = "prom_kafka_adapter") -> Processor:
 Sample = tuple[bytes, float, str]
 
 
-def read(proc: Processor, via_kafka: bool = False) -> tuple[list[tuple[bytes, int, str, str]], list[Sample]]:
-    """Dead letters and the samples handed to the pipeline (series by canonical key) for the cases,
-    each sent twice; as `Message`s, or as the Kafka runner hands them over (records in a `Run`)."""
-    msgs = [
-        Message(payload, 1_796_205_600.0, "metrics", 0, 2 * i + k, key)
-        for i, (payload, key) in enumerate(CASES)
-        for k in range(2)
-    ]
+def handed_over(proc: Processor) -> list[Sample]:
+    """The samples `proc` will hand its pipeline from now on (series by canonical key, value's repr)."""
     reg, handed = proc.pipeline.registry, []
     add = proc.pipeline.add_series
 
@@ -86,6 +83,18 @@ def read(proc: Processor, via_kafka: bool = False) -> tuple[list[tuple[bytes, in
         add(ids, ts, values, source)
 
     proc.pipeline.add_series = record  # type: ignore[method-assign]
+    return handed
+
+
+def read(proc: Processor, via_kafka: bool = False) -> tuple[list[tuple[bytes, int, str, str]], list[Sample]]:
+    """Dead letters and the samples handed to the pipeline (series by canonical key) for the cases,
+    each sent twice; as `Message`s, or as the Kafka runner hands them over (records in a `Run`)."""
+    msgs = [
+        Message(payload, 1_796_205_600.0, "metrics", 0, 2 * i + k, key)
+        for i, (payload, key) in enumerate(CASES)
+        for k in range(2)
+    ]
+    handed = handed_over(proc)
     if via_kafka:
         records = [
             ConsumerRecord(
@@ -153,3 +162,48 @@ def test_a_metrics_topic_given_a_log_format_dead_letters_instead_of_failing() ->
     )
     assert [d.reason for d in out.dead_letters] == ["format_mismatch"]
     assert len(pipeline.registry) == 1 and pipeline.samples_seen + len(pipeline.buffer) == 1
+
+
+KNOWN_RUN = [
+    adapter(v, ts) for v in ("1", "2.5", "NaN", "-0.25e3") for ts in (T0, "2026-12-02T10:00:15Z")
+] + [
+    adapter("7", labels='{"gpu":"5","Hostname":"node-1"}'),
+    adapter("8", name="node_load1", labels='{"instance":"node-2:9100"}'),
+]
+
+
+def test_a_run_of_known_series_is_read_in_one_pass_as_the_decoder_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second run holds only series the first taught: it is read column by column, never a message
+    at a time (`split` is not called), and hands the pipeline exactly what the decoder alone reads."""
+
+    fast, slow = processor(True), processor(False)
+    first = [Message(p, 0.0, "metrics", 0, i) for i, p in enumerate(KNOWN_RUN)]
+    second = [m._replace(offset=m.offset + len(KNOWN_RUN)) for m in first]
+    for proc in (fast, slow):
+        proc.process(first, [], {"metrics:0"})
+    got, want = handed_over(fast), handed_over(slow)
+    with monkeypatch.context() as patched:
+        patched.setattr(prom_kafka_adapter, "split", lambda payload: pytest.fail("read one by one"))
+        out = fast.process(second, [], {"metrics:0"})
+    assert not out.dead_letters
+    slow.process(second, [], {"metrics:0"})
+    assert got == want and len(got) == len(KNOWN_RUN)
+
+
+SEEDS = [payload for payload, _ in CASES] + KNOWN_RUN + [go_adapter(v) for v in ("1", "2", "x")]
+
+
+@FUZZ
+@given(st.lists(mutated(SEEDS), min_size=1, max_size=8))
+def test_a_run_split_at_once_agrees_with_split_wherever_a_series_could_be_known(run: list[bytes]) -> None:
+    """Wherever `split_many` names series bytes an alias could be made of, `split` reads that message
+    the same; a message it cannot vouch for gets bytes no alias has (the caller then reads it alone)."""
+    parts = prom_kafka_adapter.split_many(run)
+    if parts is None:
+        assert any(b"\n" in payload for payload in run)
+        return
+    for payload, got in zip(run, zip(*parts, strict=True), strict=True):
+        if prom_kafka_adapter.alias(got[0], "h") is not None:
+            assert got == prom_kafka_adapter.split(payload)
