@@ -63,6 +63,15 @@ def _mask(families: frozenset[Family]) -> NDArray[np.bool_]:
     return out
 
 
+def _sum_rows(values: NDArray[np.bool_], rows: NDArray[np.int64], n_rows: int) -> Floats:
+    """Row i of `values` added into row rows[i] of an (n_rows, families) table: `np.add.at` with whole
+    rows, by one bincount (np.add.at took 20x as long, 4% of a replica's time)."""
+    width = values.shape[1]
+    cells = (rows[:, None] * width + np.arange(width)).ravel()
+    sums = np.bincount(cells, weights=values.ravel(), minlength=n_rows * width)
+    return np.asarray(sums, dtype=np.float64).reshape(n_rows, width)
+
+
 def surprise(p: Floats) -> Floats:
     """-log10 p, capped, so p=1 gives 0 and p=1e-12 gives 12."""
     return np.minimum(-np.log10(np.clip(p, 1e-300, 1.0)), SURPRISE_CAP)
@@ -251,10 +260,8 @@ class Fusion:
             return
         nodes = self.parent[gpus]
         hot = self.held[gpus] >= self.config.vote_min
-        votes = np.zeros_like(self.held)
-        carriers = np.zeros_like(self.held)
-        np.add.at(votes, nodes, hot)
-        np.add.at(carriers, nodes, self.present[gpus])
+        votes = _sum_rows(hot, nodes, len(self.held))
+        carriers = _sum_rows(self.present[gpus], nodes, len(self.held))
         node_wide = (votes >= 2) & (votes >= self.config.node_mode_frac * carriers)  # never one GPU alone
         moved = node_wide[nodes] & hot  # (gpu, family) cells explained by their node
         if not moved.any():
