@@ -148,7 +148,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--bootstrap", help="e2e: an existing Kafka broker (default: start one)")
     bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
     bench.add_argument(
-        "--nodes", type=int, default=2, help="e2e: nodes per demo cluster (more: denser shards, as at scale)"
+        "--nodes",
+        type=int,
+        default=8,
+        help="e2e: nodes per demo cluster (8: 32 to a shard; 2: 8, a sparse worst case)",
     )
     bench.set_defaults(func=cmd_bench)
     _offline_tools(sub, common)

@@ -14,14 +14,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import orjson
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import GroupCoordinatorNotAvailableError
+from prometheus_client.parser import text_string_to_metric_families
 
 from service.demo_sim import DemoCluster, DemoFault, simulate
 from service.series import node_of
@@ -59,6 +60,13 @@ def traffic(clusters: int, duration_s: float = 1800.0, nodes: int = 2) -> list[T
     return ticks
 
 
+def free_port() -> int:
+    """A loopback port nobody holds right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class Broker:
     """The dev broker script on free ports and a throwaway state dir (or an existing bootstrap)."""
 
@@ -69,11 +77,7 @@ class Broker:
     def start(self) -> str:
         if self.bootstrap:
             return self.bootstrap
-        ports = []
-        for _ in range(2):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                ports.append(s.getsockname()[1])
+        ports = [free_port(), free_port()]
         state = tempfile.mkdtemp(prefix="prexid-bench-kafka-")
         self.env = {**os.environ, "KAFKA_PORT": str(ports[0]), "KAFKA_CONTROLLER_PORT": str(ports[1])}
         self.env["KAFKA_STATE_DIR"] = state
@@ -108,7 +112,9 @@ async def create_topics(bootstrap: str, names: list[str], partitions: int) -> No
 async def produce(
     bootstrap: str, metrics: str, logs: str, ticks: list[Tick], records_per_s: float | None = None
 ) -> list[float]:
-    """Send ticks (paced to `records_per_s` if given); returns the epoch time each tick was sent."""
+    """Send ticks (paced to `records_per_s` if given); returns the epoch time each tick's sending
+    began. A replica may score a tick before the broker has acknowledged all of it to the producer,
+    so the latency counted from here includes the tick's own sending (tens of ms): an upper bound."""
     loop = asyncio.get_running_loop()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, max_batch_size=256 * 1024)
     await producer.start()
@@ -117,6 +123,7 @@ async def produce(
     count = 0
     try:
         for tick in ticks:
+            sent.append(time.time())
             ms = int(tick.ts * 1000)
             for key, payload in tick.metrics:
                 await producer.send(metrics, payload, key=key, timestamp_ms=ms)
@@ -127,7 +134,6 @@ async def produce(
             count += len(tick.metrics) + len(tick.logs)
             if records_per_s:
                 await producer.flush()
-                sent.append(time.time())
                 await asyncio.sleep(max(0.0, start + count / records_per_s - loop.time()))
         await producer.flush()
     finally:
@@ -136,6 +142,7 @@ async def produce(
 
 
 def replica_env(bootstrap: str, topics: dict[str, str], group: str) -> dict[str, str]:
+    """A replica as deployed (the default checkpoint interval), on the bench's topics and group."""
     return {
         **os.environ,
         "PREXID_KAFKA_BOOTSTRAP": bootstrap,
@@ -145,19 +152,46 @@ def replica_env(bootstrap: str, topics: dict[str, str], group: str) -> dict[str,
         "PREXID_ALERTS_TOPIC": topics["alerts"],
         "PREXID_DEAD_LETTER_TOPIC": topics["dead"],
         "PREXID_STATE_TOPIC": f"{topics['metrics']}.{group}.state",
-        "PREXID_CHECKPOINT_INTERVAL_S": "0.5",
         "PREXID_SESSION_TIMEOUT_MS": "6000",
-        "PREXID_HTTP_PORT": "0",
     }
 
 
-async def start_replicas(env: dict[str, str], n: int) -> list[asyncio.subprocess.Process]:
-    return [
-        await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "service.cli", "run", env=env, stderr=asyncio.subprocess.DEVNULL
+@dataclass(frozen=True)
+class Replica:
+    """A `prexid run` process and the port of its HTTP side."""
+
+    proc: asyncio.subprocess.Process
+    port: int
+
+    async def consumed(self, client: httpx.AsyncClient) -> float:
+        """Records it has read (`prexid_messages_total`, both streams); 0 until it serves /metrics."""
+        try:
+            text = (await client.get(f"http://127.0.0.1:{self.port}/metrics")).text
+        except httpx.TransportError:
+            return 0.0
+        return sum(
+            s.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "prexid_messages"
+            for s in family.samples
+            if s.name == "prexid_messages_total"
         )
-        for _ in range(n)
-    ]
+
+
+async def start_replicas(env: dict[str, str], n: int) -> list[Replica]:
+    replicas = []
+    for _ in range(n):
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "service.cli",
+            "run",
+            env={**env, "PREXID_HTTP_PORT": str(port)},
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        replicas.append(Replica(proc, port))
+    return replicas
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -167,23 +201,14 @@ def peak_rss_mib(pid: int) -> float:
     return int(found[1]) / 1024 if found else float("nan")
 
 
-async def stop_replicas(procs: list[asyncio.subprocess.Process]) -> list[float]:
+async def stop_replicas(replicas: list[Replica]) -> list[float]:
     """Peak RSS of each replica, then a clean stop (SIGTERM: final checkpoint)."""
-    peaks = [peak_rss_mib(p.pid) for p in procs]
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        await asyncio.wait_for(p.wait(), 30)
+    peaks = [peak_rss_mib(r.proc.pid) for r in replicas]
+    for r in replicas:
+        r.proc.terminate()
+    for r in replicas:
+        await asyncio.wait_for(r.proc.wait(), 30)
     return peaks
-
-
-async def committed_total(admin: AIOKafkaAdminClient, group: str, tps: list[TopicPartition]) -> int:
-    """Offsets `group` has committed, summed (0 while its coordinator is still being elected)."""
-    try:
-        offsets = await admin.list_consumer_group_offsets(group, partitions=tps)
-    except GroupCoordinatorNotAvailableError:
-        return 0
-    return sum(max(o.offset, 0) for o in offsets.values())
 
 
 async def group_size(admin: AIOKafkaAdminClient, group: str) -> int:
@@ -194,8 +219,3 @@ async def group_size(admin: AIOKafkaAdminClient, group: str) -> int:
         return 0
     _, _, state, _, _, members, *_ = response.groups[0]
     return len(members) if state == "Stable" else 0
-
-
-def chunks(items: list[Tick], size: int) -> Iterator[list[Tick]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
