@@ -22,8 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import numpy as np
@@ -51,7 +50,6 @@ POLL_S = 0.5
 # busy for a few seconds. Latency replays the first half hour.
 THROUGHPUT_S = 5400.0
 LATENCY_S = 1800.0
-T = TypeVar("T")
 
 
 def topics_for(run: str) -> dict[str, str]:
@@ -112,12 +110,6 @@ async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, repl
     if start is None or end is None or end[1] <= start[1]:
         raise RuntimeError("no throughput window")
     return {"rate": (end[1] - start[1]) / (end[0] - start[0]), "peak_rss_mib": max(peaks)}
-
-
-async def repeated(measure: Callable[[], Awaitable[T]], times: int = REPEATS) -> list[T]:
-    """The same measurement `times` times in a row: a run of a few seconds on a shared machine varies
-    by a fifth or more, so the bench reports the median and the spread."""
-    return [await measure() for _ in range(times)]
 
 
 def emission_ticks(ticks: list[load.Tick]) -> dict[tuple[str, str], int]:
@@ -214,15 +206,16 @@ async def run(
         progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
         await load.produce(bootstrap, topics["metrics"], topics["logs"], backlog)
         results["records"], results["nodes"] = total, nodes
-        progress.update(
-            step, advance=1, description=f"bare consumer, {REPEATS} runs as it comes and {REPEATS} tuned"
-        )
-        results["bare"] = await repeated(lambda: bare_rate(bootstrap, topics, total))
-        results["bare_tuned"] = await repeated(lambda: bare_rate(bootstrap, topics, total, tuned=True))
-        progress.update(step, advance=1, description=f"one prexid replica, {REPEATS} runs")
-        results["one"] = await repeated(lambda: pipeline_rate(bootstrap, topics, total, 1))
-        progress.update(step, advance=1, description=f"two prexid replicas, {REPEATS} runs")
-        results["two"] = await repeated(lambda: pipeline_rate(bootstrap, topics, total, 2))
+        results |= {"bare": [], "bare_tuned": [], "one": [], "two": []}
+        # Rounds, each measuring all four in turn: a run of a few seconds on a shared machine varies by
+        # a fifth and drifts over minutes, so ratios compare neighbours and the medians are reported.
+        for i in range(REPEATS):
+            progress.update(step, description=f"throughput, round {i + 1} of {REPEATS}")
+            results["bare"].append(await bare_rate(bootstrap, topics, total))
+            results["bare_tuned"].append(await bare_rate(bootstrap, topics, total, tuned=True))
+            results["one"].append(await pipeline_rate(bootstrap, topics, total, 1))
+            results["two"].append(await pipeline_rate(bootstrap, topics, total, 2))
+        progress.update(step, advance=3)
         progress.update(step, advance=1, description="latency at half of one replica's maximum")
         one = statistics.median(r["rate"] for r in results["one"])
         results["latency"] = await latency_run(bootstrap, ticks, 0.5 * one)
