@@ -195,9 +195,15 @@ def half_life_weight(dt: Floats, half_life: float) -> Floats:
     return np.asarray(1.0 - np.exp2(-dt / half_life))
 
 
-def pack_blobs(*blobs: bytes) -> bytes:
+def blob_frames(*blobs: bytes | memoryview) -> list[bytes | memoryview]:
+    """`pack_blobs`' layout in pieces (each length, then its blob), for a writer that joins or
+    compresses them without a copy of any blob (`length + blob` was one, alive until the join)."""
+    return [piece for b in blobs for piece in (len(b).to_bytes(8, "little"), b)]
+
+
+def pack_blobs(*blobs: bytes | memoryview) -> bytes:
     """Length-prefixed concatenation, so composite detectors snapshot their parts unambiguously."""
-    return b"".join(len(b).to_bytes(8, "little") + b for b in blobs)
+    return b"".join(blob_frames(*blobs))
 
 
 def unpack_blobs(data: bytes) -> list[bytes]:

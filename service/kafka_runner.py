@@ -274,8 +274,8 @@ class KafkaRunner:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for index in indexes:
             shard = self.shards[index]
-            blob = snapshot.dump(shard.processor, {source(tp): off for tp, off in shard.offsets.items()})
-            await self.store.save(index, blob)
+            pieces = snapshot.frames(shard.processor, {source(tp): off for tp, off in shard.offsets.items()})
+            await self.store.save(index, pieces)
             offsets |= {tp: OffsetAndMetadata(off, "") for tp, off in shard.offsets.items()}
         self.last_checkpoint = time.monotonic()
         if not offsets:

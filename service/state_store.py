@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -28,6 +29,21 @@ from service.settings import Settings
 log = logging.getLogger(__name__)
 CHUNKS_HEADER = "prexid.chunks"
 ENCODING_HEADER = "prexid.encoding"  # "zlib"; absent on snapshots written before it (stored raw)
+
+
+def compressed_chunks(pieces: Iterable[bytes | memoryview], size: int) -> list[bytes]:
+    """The pieces' concatenation zlib-compressed (level 1) and cut into chunks of `size` bytes (at
+    least one), compressed a piece at a time: neither the whole snapshot nor the whole compressed
+    stream is ever one more copy in memory."""
+    z = zlib.compressobj(1)
+    chunks: list[bytes] = []
+    pending = bytearray()
+    for piece in [*pieces, None]:
+        pending += z.compress(piece) if piece is not None else z.flush()
+        while len(pending) >= size or (piece is None and (pending or not chunks)):
+            chunks.append(bytes(pending[:size]))
+            del pending[:size]
+    return chunks
 
 
 def state_topic(settings: Settings) -> str:
@@ -54,10 +70,10 @@ class ChangelogStore:
     async def stop(self) -> None:
         await self.producer.stop()
 
-    async def save(self, shard: int, blob: bytes) -> None:
-        """Write one partition's snapshot and wait until the broker has all of it (acks=all)."""
-        packed = await asyncio.to_thread(zlib.compress, blob, 1)  # zlib lets go of the GIL meanwhile
-        chunks = [packed[i : i + self.chunk] for i in range(0, len(packed), self.chunk)] or [b""]
+    async def save(self, shard: int, pieces: Sequence[bytes | memoryview]) -> None:
+        """Write one partition's snapshot, given in pieces (joined, they are the snapshot), and wait
+        until the broker has all of it (acks=all)."""
+        chunks = await asyncio.to_thread(compressed_chunks, pieces, self.chunk)  # zlib lets go of the GIL
         header = [(CHUNKS_HEADER, str(len(chunks)).encode()), (ENCODING_HEADER, b"zlib")]
         futures = [
             await self.producer.send(

@@ -1,7 +1,8 @@
 """Child process of `prexid bench e2e`: peak RSS of one pipeline holding N series (default 1M).
 
 Feeds N distinct DCGM-like series (prometheus-kafka-adapter JSON, through the real decoder) for a
-few scrapes, then prints one JSON line: series held, peak RSS (VmHWM) and the snapshot's size.
+few scrapes, checkpoints it as a replica does (snapshot pieces compressed into chunks), then prints
+one JSON line: series held, peak RSS (VmHWM) and the snapshot's size.
 Run in its own process so the figure is the pipeline's alone.
 """
 
@@ -21,6 +22,7 @@ from service.cli import build
 from service.demo_sim import GPU_ERROR_COUNTERS, GPU_GAUGES
 from service.processor import Message
 from service.settings import Settings
+from service.state_store import compressed_chunks
 
 METRICS = (*GPU_GAUGES, *GPU_ERROR_COUNTERS)
 BATCH = 100_000
@@ -56,12 +58,14 @@ def main(n_series: int, scrapes: int = 2) -> dict[str, float]:
             processor.process(batch, [], {"metrics:0"})
     processor.process([], [], set(), drain=True)
     held = rss_mib()
-    blob = snapshot.dump(processor, {})
+    pieces = snapshot.frames(processor, {})  # checkpointed as a replica does it
+    chunks = compressed_chunks(pieces, Settings().snapshot_chunk_bytes)
     return {
         "series": len(processor.pipeline.registry),
         "rss_mib": held,
         "peak_rss_mib": peak_rss_mib(os.getpid()),
-        "snapshot_mib": len(blob) / 2**20,
+        "snapshot_mib": sum(len(p) for p in pieces) / 2**20,
+        "compressed_mib": sum(len(c) for c in chunks) / 2**20,
         "seconds": time.perf_counter() - t0,
     }
 
