@@ -131,7 +131,10 @@ num.network.threads=2
 num.io.threads=2
 num.recovery.threads.per.data.dir=1
 background.threads=2
-log.retention.hours=24
+# Kept by size, never by age: replays and simulations write event-time record timestamps days or
+# years old, which age-based retention deletes as soon as a segment rolls (tests lost data that way).
+log.retention.ms=-1
+log.retention.bytes=1073741824
 EOF
   if [[ -n "$SASL_PORT" ]]; then
     cat >>"$PROPS" <<EOF
