@@ -196,6 +196,7 @@ class KafkaRunner:
         return next(iter(counts.values()))
 
     async def _handle(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        self._refetch_unowned(batch)
         out = Output()
         for index, shard in self.shards.items():
             metrics: list[Run] = []
@@ -219,6 +220,19 @@ class KafkaRunner:
             out.alerts += part.alerts
             out.dead_letters += part.dead_letters
         await self._publish(out)
+
+    def _refetch_unowned(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        """Seek back to what was fetched for an assigned partition whose shard is not restored yet.
+
+        aiokafka starts fetching a new assignment before the rebalance listener has run, so a batch
+        can hold records no shard takes; the consumer's position is past them all the same, and
+        without this a takeover from no snapshot (nothing to seek to) would never see them.
+        """
+        assigned = self.consumer.assignment()
+        for tp, records in batch.items():
+            if records and tp.partition not in self.shards and tp in assigned:
+                log.info("%s fetched before its takeover: read again from %d", source(tp), records[0].offset)
+                self.consumer.seek(tp, records[0].offset)
 
     async def _backlogged_metric_sources(self, index: int) -> set[str]:
         """The shard's metric partitions that may still hold unread records.
