@@ -16,7 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Detector, Floats, Ids, blob_frames, rows, unpack_blobs
+from detectors.base import (
+    Detector,
+    Floats,
+    Ids,
+    Pieces,
+    array_pieces,
+    load_array,
+    pack_blobs,
+    rows,
+    unpack_blobs,
+)
 from detectors.counter_rate import CounterRate
 from detectors.drift import DriftCusum
 from detectors.error_counter import ErrorCounterSurprise
@@ -167,20 +177,18 @@ class DetectorBank:
         own = self.kinds.itemsize + self.fail_slow.slot.itemsize
         return sum(d.bytes_per_series() for d in dets) + self.staleness.bytes_per_series() + own
 
-    def snapshot(self) -> bytes:
-        return b"".join(self.snapshot_frames())
-
-    def snapshot_frames(self) -> list[bytes | memoryview]:
-        """`snapshot()` in pieces: at 1M series it is ~600 MB, and joining it is a copy."""
+    def snapshot(self) -> Pieces:
         parts = [d.snapshot() for d in self.all_detectors()]
-        return blob_frames(self.kinds.tobytes(), self.staleness.snapshot(), self.fail_slow.snapshot(), *parts)
+        return pack_blobs(
+            array_pieces(self.kinds), self.staleness.snapshot(), self.fail_slow.snapshot(), *parts
+        )
 
     def restore(self, data: bytes) -> None:
         kinds, staleness, fail_slow, *parts = unpack_blobs(data)
         dets = self.all_detectors()
         if len(parts) != len(dets):
             raise ValueError("snapshot does not match this bank's detectors")
-        self.kinds = np.frombuffer(kinds, dtype=np.uint8).copy()
+        self.kinds = load_array(kinds).astype(np.uint8, copy=False)
         self.staleness.restore(staleness)
         self.fail_slow.restore(fail_slow)
         for det, part in zip(dets, parts, strict=True):

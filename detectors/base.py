@@ -8,6 +8,7 @@ only ever sees these probabilities, so detectors with different raw scales are c
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Iterator
 from typing import Protocol, runtime_checkable
 
@@ -17,6 +18,8 @@ from numpy.typing import NDArray
 Ids = NDArray[np.int64]
 Floats = NDArray[np.float64]
 Index = Ids | slice  # series ids, or the same ids as a slice when they are a contiguous ascending range
+Piece = bytes | memoryview
+Pieces = list[Piece]
 
 
 @runtime_checkable
@@ -37,7 +40,10 @@ class Detector(Protocol):
         """State bytes one more series costs (the memory budget is per series)."""
         ...
 
-    def snapshot(self) -> bytes: ...
+    def snapshot(self) -> Pieces:
+        """The state as bytes in pieces (views of live arrays: join or compress them before the next
+        update); `restore` takes them joined."""
+        ...
 
     def restore(self, data: bytes) -> None: ...
 
@@ -91,17 +97,15 @@ class SeriesState:
     def nbytes_per_series(self) -> int:
         return 8 * len(self.arrays)
 
-    def to_bytes(self) -> bytes:
-        buf = io.BytesIO()
-        np.savez(buf, allow_pickle=False, **self.arrays)
-        return buf.getvalue()
+    def to_pieces(self) -> Pieces:
+        return pack_arrays(dict(self.arrays))
 
     def load_bytes(self, data: bytes) -> None:
-        with np.load(io.BytesIO(data)) as blob:
-            missing = set(self._defaults) - set(blob.files)
-            if missing:
-                raise ValueError(f"snapshot lacks fields {sorted(missing)}")
-            self.arrays = {k: np.array(blob[k], dtype=np.float64) for k in self._defaults}
+        blob = unpack_arrays(data)
+        missing = set(self._defaults) - set(blob)
+        if missing:
+            raise ValueError(f"snapshot lacks fields {sorted(missing)}")
+        self.arrays = {k: np.asarray(blob[k], dtype=np.float64) for k in self._defaults}
 
 
 def rows(ids: Ids) -> Index:
@@ -195,15 +199,43 @@ def half_life_weight(dt: Floats, half_life: float) -> Floats:
     return np.asarray(1.0 - np.exp2(-dt / half_life))
 
 
-def blob_frames(*blobs: bytes | memoryview) -> list[bytes | memoryview]:
-    """`pack_blobs`' layout in pieces (each length, then its blob), for a writer that joins or
-    compresses them without a copy of any blob (`length + blob` was one, alive until the join)."""
-    return [piece for b in blobs for piece in (len(b).to_bytes(8, "little"), b)]
+def pack_blobs(*blobs: Piece | Pieces) -> Pieces:
+    """Length-prefixed blobs, so composite snapshots unpack their parts unambiguously. A blob may come
+    in pieces and the result is pieces (join them for the bytes): nothing is copied on the way, so a
+    checkpoint compresses state straight out of the detectors' arrays."""
+    out: Pieces = []
+    for blob in blobs:
+        parts = blob if isinstance(blob, list) else [blob]
+        out.append(sum(len(part) for part in parts).to_bytes(8, "little"))  # byte views: len is bytes
+        out.extend(parts)
+    return out
 
 
-def pack_blobs(*blobs: bytes | memoryview) -> bytes:
-    """Length-prefixed concatenation, so composite detectors snapshot their parts unambiguously."""
-    return b"".join(blob_frames(*blobs))
+def array_pieces(arr: NDArray[np.generic]) -> Pieces:
+    """An array as .npy bytes in two pieces: the header, and a byte view of its data (no copy)."""
+    arr = np.ascontiguousarray(arr)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(arr))
+    return [header.getvalue(), arr.reshape(-1).view(np.uint8).data]
+
+
+def load_array(data: bytes) -> NDArray[np.generic]:
+    """A writable array from its .npy bytes (`array_pieces` joined; read from bytes, it is a view)."""
+    return np.array(np.lib.format.read_array(io.BytesIO(data), allow_pickle=False))
+
+
+def pack_arrays(arrays: dict[str, NDArray[np.generic]]) -> Pieces:
+    """Named arrays: their names (JSON), then each as .npy pieces."""
+    names = json.dumps(list(arrays)).encode()
+    return pack_blobs(names, *(array_pieces(a) for a in arrays.values()))
+
+
+def unpack_arrays(data: bytes) -> dict[str, NDArray[np.generic]]:
+    names, *blobs = unpack_blobs(data)
+    keys = json.loads(names)
+    if len(keys) != len(blobs):
+        raise ValueError("array names and arrays do not match")
+    return {k: load_array(b) for k, b in zip(keys, blobs, strict=True)}
 
 
 def unpack_blobs(data: bytes) -> list[bytes]:

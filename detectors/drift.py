@@ -36,6 +36,7 @@ from detectors.base import (
     Floats,
     Ids,
     Index,
+    Pieces,
     SeriesState,
     by_rounds,
     half_life_weight,
@@ -179,8 +180,8 @@ class DriftCusum:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
 
-    def snapshot(self) -> bytes:
-        return pack_blobs(self.state.to_bytes(), self.calibrator.snapshot())
+    def snapshot(self) -> Pieces:
+        return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot())
 
     def restore(self, data: bytes) -> None:
         own, calibration = unpack_blobs(data)

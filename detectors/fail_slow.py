@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, pack_blobs, rows, unpack_blobs
+from detectors.base import Floats, Ids, Pieces, array_pieces, load_array, pack_blobs, rows, unpack_blobs
 from detectors.error_counter import ErrorCounterSurprise
 from detectors.peer import PeerDeviation
 
@@ -65,11 +65,11 @@ class FailSlow:
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
-    def snapshot(self) -> bytes:
-        return pack_blobs(self.slot.tobytes(), self.behind.tobytes(), self.events.snapshot())
+    def snapshot(self) -> Pieces:
+        return pack_blobs(array_pieces(self.slot), array_pieces(self.behind), self.events.snapshot())
 
     def restore(self, data: bytes) -> None:
         slot, behind, events = unpack_blobs(data)
-        self.slot = np.frombuffer(slot, dtype=np.int32).copy()
-        self.behind = np.frombuffer(behind, dtype=np.float64).copy()
+        self.slot = load_array(slot).astype(np.int32, copy=False)
+        self.behind = load_array(behind).astype(np.float64, copy=False)
         self.events.restore(events)

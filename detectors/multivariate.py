@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors.base import Floats, Ids, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.base import Floats, Ids, Pieces, SeriesState, pack_blobs, unique_rounds, unpack_blobs
 from detectors.calibration import TailCalibrator
 
 
@@ -93,9 +93,9 @@ class RiverNodeAnomaly:
         fed = max(int((self.state["node"] >= 0).sum()), 1)
         return self.state.nbytes_per_series() + len(pickle.dumps(self.models)) // fed
 
-    def snapshot(self) -> bytes:
+    def snapshot(self) -> Pieces:
         river_state = pickle.dumps((self.models, self.features, self.learned))
-        return pack_blobs(self.state.to_bytes(), self.calibrator.snapshot(), river_state)
+        return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot(), river_state)
 
     def restore(self, data: bytes) -> None:
         own, calibration, river_state = unpack_blobs(data)

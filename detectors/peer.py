@@ -22,6 +22,7 @@ from detectors.base import (
     Floats,
     Ids,
     Index,
+    Pieces,
     SeriesState,
     by_rounds,
     pack_blobs,
@@ -171,8 +172,8 @@ class PeerDeviation:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.residuals.bytes_per_series()
 
-    def snapshot(self) -> bytes:
-        return pack_blobs(self.state.to_bytes(), self.residuals.snapshot())
+    def snapshot(self) -> Pieces:
+        return pack_blobs(self.state.to_pieces(), self.residuals.snapshot())
 
     def restore(self, data: bytes) -> None:
         own, residuals = unpack_blobs(data)

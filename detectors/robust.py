@@ -22,6 +22,7 @@ import numpy as np
 from detectors.base import (
     Floats,
     Ids,
+    Pieces,
     SeriesState,
     by_rounds,
     half_life_weight,
@@ -92,8 +93,8 @@ class RobustDeviation:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
 
-    def snapshot(self) -> bytes:
-        return pack_blobs(self.state.to_bytes(), self.calibrator.snapshot())
+    def snapshot(self) -> Pieces:
+        return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot())
 
     def restore(self, data: bytes) -> None:
         own, calibration = unpack_blobs(data)

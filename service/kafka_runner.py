@@ -284,7 +284,10 @@ class KafkaRunner:
             return len(self.shards)
 
     async def checkpoint(self, indexes: Iterable[int]) -> None:
-        """Snapshot each shard to the changelog, then commit the offsets that snapshot covers."""
+        """Snapshot each shard to the changelog, then commit the offsets that snapshot covers.
+
+        Callers hold `lock`: a snapshot's pieces are views of the shard's live arrays, written while
+        no batch can change them."""
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for index in indexes:
             shard = self.shards[index]

@@ -10,14 +10,13 @@ arrays, and the detector bank's own snapshot.
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections import deque
 from typing import Any
 
 import numpy as np
 import orjson
 
-from detectors.base import blob_frames, unpack_blobs
+from detectors.base import Pieces, pack_arrays, pack_blobs, unpack_arrays, unpack_blobs
 from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.xid_bursts import Burst
@@ -29,10 +28,11 @@ from service.series import Entity, SeriesRegistry
 from service.xid_alerts import _Incident
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 5  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 6  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
-# error counters keep burst counts and a recent window
+# error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
+# straight from the live arrays)
 
 
 class SnapshotError(ValueError):
@@ -44,9 +44,9 @@ def dump(processor: Processor, offsets: dict[str, int]) -> bytes:
     return b"".join(frames(processor, offsets))
 
 
-def frames(processor: Processor, offsets: dict[str, int]) -> list[bytes | memoryview]:
-    """`dump` in pieces, for a writer that compresses them one by one: joined, the whole snapshot
-    would be one more copy (800 MB at 1M series)."""
+def frames(processor: Processor, offsets: dict[str, int]) -> Pieces:
+    """`dump` in pieces, for a writer that compresses them one by one. The detectors' arrays come as
+    views, not copies (800 MB at 1M series): write them before the processor takes another batch."""
     p = processor.pipeline
     meta = {
         "config": repr(p.config),
@@ -65,12 +65,8 @@ def frames(processor: Processor, offsets: dict[str, int]) -> list[bytes | memory
         "xid_incidents": [[node, ts, _incident_meta(i)] for (node, ts), i in p.xid_alerts.incidents.items()],
         "held_xids": [x.model_dump(mode="json") for x in processor.held_xids],
     }
-    buf = io.BytesIO()
-    np.savez(buf, allow_pickle=False, **_arrays(p))
-    bank = p.bank.snapshot_frames()
-    bank_size = sum(len(piece) for piece in bank).to_bytes(8, "little")
-    head = [MAGIC, VERSION.to_bytes(2, "little"), *blob_frames(orjson.dumps(meta), buf.getbuffer())]
-    return [*head, bank_size, *bank]  # pack_blobs' layout: the bank is the third blob
+    parts = pack_blobs(orjson.dumps(meta), pack_arrays(_arrays(p)), p.bank.snapshot())
+    return [MAGIC, VERSION.to_bytes(2, "little"), *parts]
 
 
 def load(data: bytes, processor: Processor) -> dict[str, int]:
@@ -81,15 +77,14 @@ def load(data: bytes, processor: Processor) -> dict[str, int]:
     if version != VERSION:
         raise SnapshotError(f"snapshot format v{version}, this build reads v{VERSION}")
     try:
-        meta_raw, npz, bank = unpack_blobs(data[len(MAGIC) + 2 :])
+        meta_raw, arrays, bank = unpack_blobs(data[len(MAGIC) + 2 :])
         meta = orjson.loads(meta_raw)
     except ValueError as err:
         raise SnapshotError(f"corrupt snapshot: {err}") from err
     p = processor.pipeline
     if meta["config"] != repr(p.config):
         raise SnapshotError("snapshot was taken with other detection settings")
-    with np.load(io.BytesIO(npz)) as arrays:
-        _restore_arrays(p, {k: arrays[k] for k in arrays.files})
+    _restore_arrays(p, unpack_arrays(arrays))
     _restore_registry(p.registry, meta["registry"])
     p.bank.restore(bank)
     p.watermarks.progress = {k: float(v) for k, v in meta["progress"].items()}

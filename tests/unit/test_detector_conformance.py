@@ -63,7 +63,7 @@ def test_restored_detector_scores_exactly_like_an_uninterrupted_one(name: str) -
     feed(a, x[:250])
     feed(b, x[:250])
     restored = make(name)
-    restored.restore(b.snapshot())
+    restored.restore(b"".join(b.snapshot()))
     np.testing.assert_array_equal(feed(a, x[250:], 250), feed(restored, x[250:], 250))
     assert sweep(a, 500 * STEP) == sweep(restored, 500 * STEP)
 

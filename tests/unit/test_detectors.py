@@ -104,7 +104,7 @@ def test_restored_detector_scores_exactly_like_an_uninterrupted_one(det_cls: typ
     feed(a, x[:60])
     feed(b, x[:60])
     restored = det_cls()
-    restored.restore(b.snapshot())
+    restored.restore(b"".join(b.snapshot()))
     tail = x[60:]
     ids = np.arange(5, dtype=np.int64)
     for t, row in enumerate(tail, start=60):

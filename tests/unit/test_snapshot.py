@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
+from detectors.base import pack_arrays, unpack_arrays
 from service import snapshot
 from service.cli import build
 from service.demo_sim import DemoCluster, DemoFault, simulate
@@ -148,3 +149,22 @@ def test_a_snapshot_written_in_compressed_chunks_reads_back_whole() -> None:
         b"",
         b"abc",
     ]
+
+
+def test_arrays_travel_as_npy_pieces_viewing_the_live_data() -> None:
+    """Every dtype and shape the pipeline snapshots comes back equal, and the data pieces are views of
+    the arrays themselves (what keeps a checkpoint from copying the state)."""
+    arrays = {
+        "f": np.linspace(0.0, 1.0, 7),
+        "grid": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "flags": np.array([True, False, True]),
+        "slots": np.array([-1, 5, 7], dtype=np.int32),
+        "none": np.zeros(0, dtype=np.uint8),
+    }
+    pieces = pack_arrays(arrays)
+    back = unpack_arrays(b"".join(pieces))
+    assert list(back) == list(arrays)
+    assert all(back[k].dtype == a.dtype and np.array_equal(back[k], a) for k, a in arrays.items())
+    assert all(back[k].flags.writeable for k in back)
+    arrays["f"][0] = 42.0  # a view: the pieces see the write
+    assert unpack_arrays(b"".join(pieces))["f"][0] == 42.0
