@@ -49,7 +49,7 @@ class Detector(Protocol):
 
 
 class SeriesState:
-    """Named per-series float64 arrays indexed by series id, grown by doubling, saved as one npz blob."""
+    """Named per-series float64 arrays indexed by series id, grown by doubling, saved as .npy pieces."""
 
     def __init__(self, fields: dict[str, float], capacity: int = 1024) -> None:
         self._defaults = dict(fields)

@@ -3,8 +3,8 @@
 A replica that takes over a partition restores the previous owner's snapshot and resumes from the
 offsets stored with it, so it neither warms up from nothing (a storm of false alerts while baselines
 relearn) nor forgets alerts that are firing. Layout: magic, format version, then length-prefixed
-parts: JSON metadata (registry, lifecycle bookkeeping, active alerts, held Xids, offsets), one npz of
-arrays, and the detector bank's own snapshot.
+parts: JSON metadata (registry, lifecycle bookkeeping, active alerts, held Xids, offsets), the
+pipeline's named arrays (.npy each), and the detector bank's own snapshot.
 """
 
 from __future__ import annotations
