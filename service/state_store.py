@@ -34,15 +34,28 @@ ENCODING_HEADER = "prexid.encoding"  # "zlib"; absent on snapshots written befor
 def compressed_chunks(pieces: Iterable[bytes | memoryview], size: int) -> list[bytes]:
     """The pieces' concatenation zlib-compressed (level 1) and cut into chunks of `size` bytes (at
     least one), compressed a piece at a time: neither the whole snapshot nor the whole compressed
-    stream is ever one more copy in memory."""
+    stream is ever one more copy in memory. Small pieces (series keys) are fed in 1 MiB runs."""
     z = zlib.compressobj(1)
     chunks: list[bytes] = []
-    pending = bytearray()
-    for piece in [*pieces, None]:
-        pending += z.compress(piece) if piece is not None else z.flush()
-        while len(pending) >= size or (piece is None and (pending or not chunks)):
+    pending, small = bytearray(), bytearray()
+
+    def cut(out: bytes, last: bool = False) -> None:
+        pending.extend(out)
+        while len(pending) >= size or (last and (pending or not chunks)):
             chunks.append(bytes(pending[:size]))
             del pending[:size]
+
+    for piece in pieces:
+        if len(piece) < 65536:
+            small += piece
+            if len(small) < 1 << 20:
+                continue
+        if small:
+            cut(z.compress(small))
+            small.clear()
+        if len(piece) >= 65536:
+            cut(z.compress(piece))
+    cut(z.compress(small) + z.flush(), last=True)
     return chunks
 
 

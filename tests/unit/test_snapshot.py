@@ -149,6 +149,8 @@ def test_a_snapshot_written_in_compressed_chunks_reads_back_whole() -> None:
         b"",
         b"abc",
     ]
+    mixed = [b"k%d," % i for i in range(300_000)] + [bytes(100_000), b"tail"]  # small runs, then large
+    assert zlib.decompress(b"".join(compressed_chunks(mixed, 1000))) == b"".join(mixed)
 
 
 def test_arrays_travel_as_npy_pieces_viewing_the_live_data() -> None:
