@@ -30,7 +30,7 @@ from service import snapshot
 from service.handoff import Handoff
 from service.kafka_security import client_options
 from service.models import Alert
-from service.processor import DeadLetter, Message, Output, Processor, Run
+from service.processor import DeadLetter, Message, Output, Processor, Run, stream_name
 from service.settings import Settings
 from service.state import ServiceState
 from service.state_store import ChangelogStore
@@ -65,7 +65,7 @@ def to_run(tp: TopicPartition, records: list[ConsumerRecord]) -> Run:
 
 
 def source(tp: TopicPartition) -> str:
-    return f"{tp.topic}:{tp.partition}"
+    return stream_name(tp.topic, tp.partition)
 
 
 @dataclass

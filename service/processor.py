@@ -40,6 +40,11 @@ HOST_HEADERS = ("host", "prexid.host")
 T = TypeVar("T")
 
 
+def stream_name(topic: str, partition: int) -> str:
+    """A topic partition as sources are named (watermarks, backlog, snapshot offsets): `topic:n`."""
+    return f"{topic}:{partition}"
+
+
 class Message(NamedTuple):
     """One consumed record, wherever it came from (Kafka, the demo, a file). A tuple, the cheapest
     object Python makes; Kafka's metric records come as a `Run` and become one only when needed."""
@@ -63,7 +68,7 @@ class Message(NamedTuple):
     @property
     def source(self) -> str:
         """The stream this record is ordered within: its topic partition."""
-        return f"{self.topic}:{self.partition}"
+        return stream_name(self.topic, self.partition)
 
 
 class Run(NamedTuple):
@@ -210,7 +215,7 @@ class Processor:
         by_source: dict[str, _Columns] = {}
         decoded = 0
         for run in metric_runs:
-            cols = by_source.setdefault(f"{run.topic}:{run.partition}", _Columns())
+            cols = by_source.setdefault(stream_name(run.topic, run.partition), _Columns())
             fast = self._fast(run.topic)
             if fast and self._read_known(run.payloads, cols, stamps):
                 decoded += len(run.payloads)
