@@ -31,6 +31,10 @@ CHUNKS_HEADER = "prexid.chunks"
 ENCODING_HEADER = "prexid.encoding"  # "zlib"; absent on snapshots written before it (stored raw)
 
 
+SMALL_PIECE = 64 << 10  # pieces below this (series keys) are coalesced before zlib sees them
+COALESCED = 1 << 20
+
+
 def compressed_chunks(pieces: Iterable[bytes | memoryview], size: int) -> list[bytes]:
     """The pieces' concatenation zlib-compressed (level 1) and cut into chunks of `size` bytes (at
     least one), compressed a piece at a time: neither the whole snapshot nor the whole compressed
@@ -39,24 +43,25 @@ def compressed_chunks(pieces: Iterable[bytes | memoryview], size: int) -> list[b
     chunks: list[bytes] = []
     pending, small = bytearray(), bytearray()
 
-    def cut(out: bytes, last: bool = False) -> None:
-        pending.extend(out)
-        while len(pending) >= size or (last and (pending or not chunks)):
+    def cut(compressed: bytes) -> None:
+        pending.extend(compressed)
+        while len(pending) >= size:
             chunks.append(bytes(pending[:size]))
             del pending[:size]
 
     for piece in pieces:
-        if len(piece) < 65536:
+        if len(piece) < SMALL_PIECE:
             small += piece
-            if len(small) < 1 << 20:
-                continue
-        if small:
+            if len(small) >= COALESCED:
+                cut(z.compress(small))
+                small.clear()
+        else:
             cut(z.compress(small))
             small.clear()
-        if len(piece) >= 65536:
             cut(z.compress(piece))
-    cut(z.compress(small) + z.flush(), last=True)
-    return chunks
+    cut(z.compress(small))
+    cut(z.flush())
+    return [*chunks, bytes(pending)] if pending or not chunks else chunks
 
 
 def state_topic(settings: Settings) -> str:
