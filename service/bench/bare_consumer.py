@@ -3,8 +3,8 @@
 A process of its own, as a replica is (in the bench's own process, which holds the whole backlog, the
 collector's walks slowed it by a fifth). As it comes, or with prexid's process tuning
 (`service.tuning`): the collector setting that spares a replica 9% of its time makes this loop, which
-only allocates records and drops them, ~60% faster; the bench reports both. Prints one JSON line:
-records/s.
+only allocates records and drops them, a quarter to a half faster; the bench reports both. Prints
+one JSON line: records/s.
 """
 
 from __future__ import annotations

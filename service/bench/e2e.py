@@ -56,24 +56,22 @@ def topics_for(run: str) -> dict[str, str]:
     return {k: f"bench-{k}-{run}" for k in ("metrics", "logs", "alerts", "dead")}
 
 
-async def bare_rate(bootstrap: str, topics: dict[str, str], total: int, tuned: bool = False) -> float:
+def child_result(module: str, *args: str, timeout_s: float = 600) -> dict[str, Any]:
+    """Run a bench child process (`python -m module args`) and read the JSON line it ends with."""
+    out = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, check=True, timeout=timeout_s
+    )
+    return dict(orjson.loads(out.stdout.strip().splitlines()[-1]))
+
+
+async def bare_rate(
+    bootstrap: str, topics: dict[str, str], total: int, tuned: bool = False
+) -> dict[str, Any]:
     """Records/s of the baseline, a plain aiokafka consumer in a process of its own (`tuned`: with
     prexid's process tuning)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "service.bench.bare_consumer",
-        bootstrap,
-        orjson.dumps([topics["metrics"], topics["logs"]]).decode(),
-        str(PARTITIONS),
-        str(total),
-        *(["tuned"] if tuned else []),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), 300)
-    if proc.returncode:
-        raise RuntimeError(f"bare consumer failed ({proc.returncode})")
-    return float(orjson.loads(out.strip().splitlines()[-1])["rate"])
+    names = orjson.dumps([topics["metrics"], topics["logs"]]).decode()
+    args = [bootstrap, names, str(PARTITIONS), str(total), *(["tuned"] if tuned else [])]
+    return await asyncio.to_thread(child_result, "service.bench.bare_consumer", *args, timeout_s=300)
 
 
 async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, replicas: int) -> dict[str, Any]:
@@ -177,17 +175,6 @@ async def _sample_lag(
         await consumer.stop()
 
 
-def memory_child(series: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-m", "service.bench.series_memory", str(series)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    return dict(orjson.loads(out.stdout.strip().splitlines()[-1]))
-
-
 async def run(
     bootstrap: str | None, clusters: int, series: int, progress: Progress, nodes: int = NODES
 ) -> dict[str, Any]:
@@ -220,16 +207,16 @@ async def run(
         one = statistics.median(r["rate"] for r in results["one"])
         results["latency"] = await latency_run(bootstrap, ticks, 0.5 * one)
         progress.update(step, advance=1, description=f"{series:,} series in one pipeline")
-        results["memory"] = await asyncio.to_thread(memory_child, series)
+        results["memory"] = await asyncio.to_thread(child_result, "service.bench.series_memory", str(series))
         progress.update(step, advance=1, description="done")
     finally:
         broker.stop()
     return results
 
 
-def rates(runs: list[dict[str, Any]] | list[float]) -> tuple[float, str]:
+def rates(runs: list[dict[str, Any]]) -> tuple[float, str]:
     """The median of repeated runs' records/s, and the runs themselves for the table."""
-    values = [r if isinstance(r, float) else float(r["rate"]) for r in runs]
+    values = [float(r["rate"]) for r in runs]
     return statistics.median(values), " / ".join(f"{v / 1000:,.0f}k" for v in values)
 
 
