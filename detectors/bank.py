@@ -20,7 +20,8 @@ from detectors.base import (
     Detector,
     Floats,
     Ids,
-    Pieces,
+    Packed,
+    Stored,
     array_pieces,
     load_array,
     pack_blobs,
@@ -177,13 +178,13 @@ class DetectorBank:
         own = self.kinds.itemsize + self.fail_slow.slot.itemsize
         return sum(d.bytes_per_series() for d in dets) + self.staleness.bytes_per_series() + own
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         parts = [d.snapshot() for d in self.all_detectors()]
         return pack_blobs(
             array_pieces(self.kinds), self.staleness.snapshot(), self.fail_slow.snapshot(), *parts
         )
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         kinds, staleness, fail_slow, *parts = unpack_blobs(data)
         dets = self.all_detectors()
         if len(parts) != len(dets):

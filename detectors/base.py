@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +20,13 @@ Floats = NDArray[np.float64]
 Index = Ids | slice  # series ids, or the same ids as a slice when they are a contiguous ascending range
 Piece = bytes | memoryview
 Pieces = list[Piece]
+# A part of a snapshot as read back (`read_blobs`): a leaf's bytes, or the parts of a nested blob.
+Stored: TypeAlias = bytearray | list["Stored"]
+
+
+class Packed(list[Piece]):
+    """What `pack_blobs` returns: length-prefixed blobs. Packed again, it is recorded as nested, so a
+    reader can give every leaf a buffer of its own (`read_blobs`) without knowing the layout."""
 
 
 @runtime_checkable
@@ -40,12 +47,12 @@ class Detector(Protocol):
         """State bytes one more series costs (the memory budget is per series)."""
         ...
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         """The state as bytes in pieces (views of live arrays: join or compress them before the next
-        update); `restore` takes them joined."""
+        update); `restore` takes them as `read_blobs` reads them back."""
         ...
 
-    def restore(self, data: bytes) -> None: ...
+    def restore(self, data: Stored) -> None: ...
 
 
 class SeriesState:
@@ -97,10 +104,10 @@ class SeriesState:
     def nbytes_per_series(self) -> int:
         return 8 * len(self.arrays)
 
-    def to_pieces(self) -> Pieces:
+    def to_pieces(self) -> Packed:
         return pack_arrays(dict(self.arrays))
 
-    def load_bytes(self, data: bytes) -> None:
+    def load_bytes(self, data: Stored) -> None:
         blob = unpack_arrays(data)
         missing = set(self._defaults) - set(blob)
         if missing:
@@ -199,16 +206,80 @@ def half_life_weight(dt: Floats, half_life: float) -> Floats:
     return np.asarray(1.0 - np.exp2(-dt / half_life))
 
 
-def pack_blobs(*blobs: Piece | Pieces) -> Pieces:
+NESTED = 1 << 63  # in a blob's length prefix: its content is blobs too
+
+
+def pack_blobs(*blobs: Piece | Pieces) -> Packed:
     """Length-prefixed blobs, so composite snapshots unpack their parts unambiguously. A blob may come
     in pieces and the result is pieces (join them for the bytes): nothing is copied on the way, so a
-    checkpoint compresses state straight out of the detectors' arrays."""
-    out: Pieces = []
+    checkpoint compresses state straight out of the detectors' arrays. A blob that is itself `Packed`
+    is marked nested."""
+    out = Packed()
     for blob in blobs:
         parts = blob if isinstance(blob, list) else [blob]
-        out.append(sum(len(part) for part in parts).to_bytes(8, "little"))  # byte views: len is bytes
+        size = sum(len(part) for part in parts)  # byte views: len is bytes
+        out.append((size | (NESTED if isinstance(blob, Packed) else 0)).to_bytes(8, "little"))
         out.extend(parts)
     return out
+
+
+class Readable(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int: ...
+
+
+def read_blobs(src: Readable, size: int, to_end: bool = False) -> list[Stored]:
+    """The blobs of `size` bytes of `pack_blobs` output, read from a stream: each leaf into a buffer of
+    its own, which the arrays restored from it then use as their memory. A restore thus never holds
+    the snapshot a second time beside the state it becomes. `to_end`: `size` is only a bound, and the
+    stream may end after any blob."""
+    out: list[Stored] = []
+    while size > 0:
+        head = bytearray(8)
+        if not _fill(src, head, at_end_ok=to_end):
+            break
+        word = int.from_bytes(head, "little")
+        n = word & ~NESTED
+        if 8 + n > size:
+            raise ValueError(f"a blob of {n} bytes overruns the {size} left")
+        out.append(read_blobs(src, n) if word & NESTED else read_exactly(src, n))
+        size -= 8 + n
+    return out
+
+
+def read_exactly(src: Readable, n: int) -> bytearray:
+    _fill(src, buf := bytearray(n))
+    return buf
+
+
+def parse_blobs(data: bytes) -> list[Stored]:
+    """`read_blobs` of `pack_blobs` pieces joined."""
+    return read_blobs(io.BytesIO(data), len(data))
+
+
+def _fill(src: Readable, buf: bytearray, at_end_ok: bool = False) -> bool:
+    """Read `buf` full; False if the stream ends before its first byte and that is `at_end_ok`."""
+    view, got = memoryview(buf), 0
+    while got < len(buf):
+        k = src.readinto(view[got:])
+        if not k:
+            if got == 0 and at_end_ok:
+                return False
+            raise ValueError(f"truncated: {got} of {len(buf)} bytes")
+        got += k
+    return True
+
+
+def unpack_blobs(data: Stored) -> list[Stored]:
+    """The parts of a nested blob."""
+    if not isinstance(data, list):
+        raise ValueError("expected nested blobs, found a leaf")
+    return data
+
+
+def leaf(data: Stored) -> bytearray:
+    if not isinstance(data, bytearray):
+        raise ValueError("expected a leaf, found nested blobs")
+    return data
 
 
 def array_pieces(arr: NDArray[np.generic]) -> Pieces:
@@ -219,30 +290,31 @@ def array_pieces(arr: NDArray[np.generic]) -> Pieces:
     return [header.getvalue(), arr.reshape(-1).view(np.uint8).data]
 
 
-def load_array(data: bytes) -> NDArray[np.generic]:
-    """A writable array from its .npy bytes (`array_pieces` joined; read from bytes, it is a view)."""
-    return np.array(np.lib.format.read_array(io.BytesIO(data), allow_pickle=False))
+def load_array(data: Stored) -> NDArray[np.generic]:
+    """The array in a leaf read back (`array_pieces`), as a writable view of the leaf's own buffer (the
+    .npy header keeps the data aligned): restoring an array copies nothing."""
+    buf = leaf(data)
+    header_end = 10 + int.from_bytes(buf[8:10], "little")
+    head = io.BytesIO(bytes(buf[:header_end]))
+    if np.lib.format.read_magic(head) != (1, 0):
+        raise ValueError("not a .npy 1.0 array")
+    shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+    count = int(np.prod(shape))
+    if dtype.hasobject or len(buf) != header_end + count * dtype.itemsize:
+        raise ValueError("not an array of plain values, or not all of one")
+    flat = np.frombuffer(buf, dtype=dtype, count=count, offset=header_end)
+    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
 
 
-def pack_arrays(arrays: dict[str, NDArray[np.generic]]) -> Pieces:
+def pack_arrays(arrays: dict[str, NDArray[np.generic]]) -> Packed:
     """Named arrays: their names (JSON), then each as .npy pieces."""
     names = json.dumps(list(arrays)).encode()
     return pack_blobs(names, *(array_pieces(a) for a in arrays.values()))
 
 
-def unpack_arrays(data: bytes) -> dict[str, NDArray[np.generic]]:
+def unpack_arrays(data: Stored) -> dict[str, NDArray[np.generic]]:
     names, *blobs = unpack_blobs(data)
-    keys = json.loads(names)
+    keys = json.loads(leaf(names))
     if len(keys) != len(blobs):
         raise ValueError("array names and arrays do not match")
     return {k: load_array(b) for k, b in zip(keys, blobs, strict=True)}
-
-
-def unpack_blobs(data: bytes) -> list[bytes]:
-    out: list[bytes] = []
-    pos = 0
-    while pos < len(data):
-        size = int.from_bytes(data[pos : pos + 8], "little")
-        out.append(data[pos + 8 : pos + 8 + size])
-        pos += 8 + size
-    return out

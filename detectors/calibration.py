@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Floats, Ids, Index, Pieces, SeriesState, pick, subset
+from detectors.base import Floats, Ids, Index, Packed, SeriesState, Stored, pick, subset
 
 P_FLOOR = 1e-12
 _XI_MAX = 0.45
@@ -155,8 +155,8 @@ class TailCalibrator:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return self.state.to_pieces()
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         self.state.load_bytes(data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Pieces, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.base import Floats, Ids, Packed, SeriesState, Stored, pack_blobs, unique_rounds, unpack_blobs
 from detectors.robust import RobustDeviation
 
 
@@ -68,10 +68,10 @@ class CounterRate:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.rates.bytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return pack_blobs(self.state.to_pieces(), self.rates.snapshot())
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         own, rates = unpack_blobs(data)
         self.state.load_bytes(own)
         self.rates.restore(rates)

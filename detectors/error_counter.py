@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import bdtr, gammaln, pdtrc
 
-from detectors.base import Floats, Ids, Pieces, SeriesState, unique_rounds
+from detectors.base import Floats, Ids, Packed, SeriesState, Stored, unique_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
@@ -134,8 +134,8 @@ class ErrorCounterSurprise:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return self.state.to_pieces()
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         self.state.load_bytes(data)

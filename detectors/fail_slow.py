@@ -14,7 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Pieces, array_pieces, load_array, pack_blobs, rows, unpack_blobs
+from detectors.base import (
+    Floats,
+    Ids,
+    Packed,
+    Stored,
+    array_pieces,
+    load_array,
+    pack_blobs,
+    rows,
+    unpack_blobs,
+)
 from detectors.error_counter import ErrorCounterSurprise
 from detectors.peer import PeerDeviation
 
@@ -65,10 +75,10 @@ class FailSlow:
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return pack_blobs(array_pieces(self.slot), array_pieces(self.behind), self.events.snapshot())
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         slot, behind, events = unpack_blobs(data)
         self.slot = load_array(slot).astype(np.int32, copy=False)
         self.behind = load_array(behind).astype(np.float64, copy=False)

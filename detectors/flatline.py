@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Pieces, SeriesState, by_rounds, pick, rows
+from detectors.base import Floats, Ids, Packed, SeriesState, Stored, by_rounds, pick, rows
 
 P_FLOOR = 1e-12
 
@@ -88,8 +88,8 @@ class Flatline:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return self.state.to_pieces()
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         self.state.load_bytes(data)

@@ -93,6 +93,6 @@ class Lifecycle:
         return {"phase": self.phase, "run": self.run, "since": self.since}
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
-        self.phase = np.array(arrays["phase"], dtype=np.int8)
-        self.run = np.array(arrays["run"], dtype=np.int32)
-        self.since = np.array(arrays["since"], dtype=np.float64)
+        self.phase = np.asarray(arrays["phase"], dtype=np.int8)
+        self.run = np.asarray(arrays["run"], dtype=np.int32)
+        self.since = np.asarray(arrays["since"], dtype=np.float64)

@@ -18,7 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Pieces, SeriesState, pack_blobs, unique_rounds, unpack_blobs
+from detectors.base import (
+    Floats,
+    Ids,
+    Packed,
+    SeriesState,
+    Stored,
+    leaf,
+    pack_blobs,
+    unique_rounds,
+    unpack_blobs,
+)
 from detectors.calibration import TailCalibrator
 
 
@@ -93,12 +103,12 @@ class RiverNodeAnomaly:
         fed = max(int((self.state["node"] >= 0).sum()), 1)
         return self.state.nbytes_per_series() + len(pickle.dumps(self.models)) // fed
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         river_state = pickle.dumps((self.models, self.features, self.learned))
         return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot(), river_state)
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         own, calibration, river_state = unpack_blobs(data)
         self.state.load_bytes(own)
         self.calibrator.restore(calibration)
-        self.models, self.features, self.learned = pickle.loads(river_state)  # our own snapshot
+        self.models, self.features, self.learned = pickle.loads(leaf(river_state))  # our own snapshot

@@ -22,8 +22,9 @@ from detectors.base import (
     Floats,
     Ids,
     Index,
-    Pieces,
+    Packed,
     SeriesState,
+    Stored,
     by_rounds,
     pack_blobs,
     pick,
@@ -172,10 +173,10 @@ class PeerDeviation:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.residuals.bytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return pack_blobs(self.state.to_pieces(), self.residuals.snapshot())
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         own, residuals = unpack_blobs(data)
         self.state.load_bytes(own)
         self.residuals.restore(residuals)

@@ -22,8 +22,9 @@ import numpy as np
 from detectors.base import (
     Floats,
     Ids,
-    Pieces,
+    Packed,
     SeriesState,
+    Stored,
     by_rounds,
     half_life_weight,
     pack_blobs,
@@ -93,10 +94,10 @@ class RobustDeviation:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot())
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         own, calibration = unpack_blobs(data)
         self.state.load_bytes(own)
         self.calibrator.restore(calibration)

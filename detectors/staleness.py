@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Pieces, SeriesState, pick, rows, unique_rounds
+from detectors.base import Floats, Ids, Packed, SeriesState, Stored, pick, rows, unique_rounds
 
 STRONGEST = 10**-3.5
 
@@ -103,8 +103,8 @@ class Staleness:
     def bytes_per_series(self) -> int:
         return self.state.nbytes_per_series()
 
-    def snapshot(self) -> Pieces:
+    def snapshot(self) -> Packed:
         return self.state.to_pieces()
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: Stored) -> None:
         self.state.load_bytes(data)

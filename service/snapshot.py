@@ -10,13 +10,24 @@ pipeline's named arrays (.npy each), the series keys end to end, and the detecto
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections import deque
 from typing import Any
 
 import numpy as np
 import orjson
 
-from detectors.base import Pieces, pack_arrays, pack_blobs, unpack_arrays, unpack_blobs
+from detectors.base import (
+    Pieces,
+    Readable,
+    Stored,
+    leaf,
+    pack_arrays,
+    pack_blobs,
+    read_blobs,
+    read_exactly,
+    unpack_arrays,
+)
 from detectors.rate_limit import RateLimiter
 from detectors.signals import Family
 from detectors.xid_bursts import Burst
@@ -28,11 +39,11 @@ from service.series import Entity, SeriesRegistry
 from service.xid_alerts import _Incident
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 6  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 7  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
-# straight from the live arrays)
+# straight from the live arrays); v7: nested blobs marked as such (each array read into its own buffer)
 
 
 class SnapshotError(ValueError):
@@ -71,20 +82,39 @@ def frames(processor: Processor, offsets: dict[str, int]) -> Pieces:
 
 
 def load(data: bytes, processor: Processor) -> dict[str, int]:
-    """Restore a fresh `processor` from `data` in place; return the offsets the snapshot covers."""
-    if not data.startswith(MAGIC):
+    """Restore a fresh `processor` from `data` (`dump`) in place; return the offsets it covers."""
+    return read(io.BytesIO(data), len(data), processor)
+
+
+def read(src: Readable, size: int, processor: Processor) -> dict[str, int]:
+    """`load` from a stream of `size` bytes. Each array is read into memory of its own, which the
+    restored state then uses as it is: a restore peaks at about the state it restores, not twice it."""
+    try:
+        head = read_exactly(src, len(MAGIC) + 2)
+    except ValueError:
+        raise SnapshotError("not a prexid snapshot") from None
+    if not head.startswith(MAGIC):
         raise SnapshotError("not a prexid snapshot")
-    version = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 2], "little")
+    version = int.from_bytes(head[len(MAGIC) :], "little")
     if version != VERSION:
         raise SnapshotError(f"snapshot format v{version}, this build reads v{VERSION}")
     try:
-        meta_raw, arrays, keys, bank = unpack_blobs(data[len(MAGIC) + 2 :])
-        meta = orjson.loads(meta_raw)
-    except ValueError as err:
-        raise SnapshotError(f"corrupt snapshot: {err}") from err
+        meta_raw, arrays, keys, bank = read_blobs(src, size - len(head))
+        meta = orjson.loads(leaf(meta_raw))
+        if meta["config"] != repr(processor.pipeline.config):
+            raise SnapshotError("snapshot was taken with other detection settings")
+        _restore(processor, meta, arrays, keys, bank)
+        if src.readinto(memoryview(bytearray(1))):  # and the stream ends here (zlib checks its sum)
+            raise ValueError("bytes after the snapshot's end")
+    except SnapshotError:
+        raise
+    except (ValueError, KeyError, TypeError) as err:
+        raise SnapshotError(f"corrupt snapshot: {err!r}") from err
+    return {str(k): int(v) for k, v in meta["offsets"].items()}
+
+
+def _restore(processor: Processor, meta: dict[str, Any], arrays: Stored, keys: Stored, bank: Stored) -> None:
     p = processor.pipeline
-    if meta["config"] != repr(p.config):
-        raise SnapshotError("snapshot was taken with other detection settings")
     _restore_arrays(p, unpack_arrays(arrays), keys)
     _restore_registry(p.registry, meta["registry"])
     p.bank.restore(bank)
@@ -100,7 +130,6 @@ def load(data: bytes, processor: Processor) -> dict[str, int]:
     p.xid_alerts.bursts.open = {b["node"]: _burst(b) for b in meta["xid_bursts"]}
     p.xid_alerts.incidents = {(node, float(ts)): _incident(i) for node, ts, i in meta["xid_incidents"]}
     processor.held_xids = [XidEvent.model_validate(x) for x in meta["held_xids"]]
-    return {str(k): int(v) for k, v in meta["offsets"].items()}
 
 
 def _registry_meta(reg: SeriesRegistry) -> dict[str, Any]:
@@ -149,26 +178,26 @@ def _arrays(p: Pipeline) -> dict[str, Any]:
     }
 
 
-def _restore_arrays(p: Pipeline, a: dict[str, Any], keys: bytes) -> None:
+def _restore_arrays(p: Pipeline, a: dict[str, Any], keys: Stored) -> None:
     reg = p.registry
-    blob, ends = keys, a["reg_key_ends"].tolist()
-    reg.keys = [blob[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+    blob, ends = memoryview(leaf(keys)), a["reg_key_ends"].tolist()
+    reg.keys = [blob[start:end].tobytes() for start, end in zip([0, *ends], ends, strict=False)]
     reg.ids = {k: i for i, k in enumerate(reg.keys)}
     p.registered = len(reg.keys)  # the bank's snapshot carries their kinds and groups
-    reg.entity_of = a["reg_entity_of"].astype(np.int64)
-    reg.family_of = a["reg_family_of"].astype(np.uint8)
-    reg.kind_of = a["reg_kind_of"].astype(np.uint8)
-    reg.falls_with_load = a["reg_falls_with_load"].astype(bool)
+    reg.entity_of = a["reg_entity_of"].astype(np.int64, copy=False)
+    reg.family_of = a["reg_family_of"].astype(np.uint8, copy=False)
+    reg.kind_of = a["reg_kind_of"].astype(np.uint8, copy=False)
+    reg.falls_with_load = a["reg_falls_with_load"].astype(bool, copy=False)
     p.fusion.restore_arrays({k[7:]: v for k, v in a.items() if k.startswith("fusion_")})
-    p.fusion.at_tick = a["fusion_at_tick"].astype(np.float64)
-    p.fusion.common_share = a["fusion_common_share"].astype(np.float64)
-    p.fusion.rising_share = a["fusion_rising_share"].astype(np.float64)
+    p.fusion.at_tick = a["fusion_at_tick"].astype(np.float64, copy=False)
+    p.fusion.common_share = a["fusion_common_share"].astype(np.float64, copy=False)
+    p.fusion.rising_share = a["fusion_rising_share"].astype(np.float64, copy=False)
     p.lifecycle.restore_arrays({k[10:]: v for k, v in a.items() if k.startswith("lifecycle_")})
     p.cluster_lifecycle.restore_arrays({k[8:]: v for k, v in a.items() if k.startswith("cluster_")})
-    p.buffer.ids = a["buffer_ids"].astype(np.int64)
-    p.buffer.ts = a["buffer_ts"].astype(np.float64)
-    p.buffer.values = a["buffer_values"].astype(np.float64)
-    p.fused_scores = a["fused_scores"].astype(np.float64)
+    p.buffer.ids = a["buffer_ids"].astype(np.int64, copy=False)
+    p.buffer.ts = a["buffer_ts"].astype(np.float64, copy=False)
+    p.buffer.values = a["buffer_values"].astype(np.float64, copy=False)
+    p.fused_scores = a["fused_scores"].astype(np.float64, copy=False)
     p.next_tick = float(a["next_tick"][0])
     p.cluster_score = float(a["cluster_score"][0])
 

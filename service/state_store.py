@@ -9,6 +9,8 @@ last `chunks` records, and restoring one partition reads only those.
 
 Snapshots are zlib-compressed (level 1) in a worker thread, not by the producer: aiokafka's gzip runs
 at level 9 on the event loop, ~3 s per 100 MB, stalling consumption and heartbeats at every checkpoint.
+A restore reads the stream as it decompresses it (`Inflate`), so the snapshot is never whole in memory
+beside the state it becomes.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -28,7 +30,7 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 CHUNKS_HEADER = "prexid.chunks"
-ENCODING_HEADER = "prexid.encoding"  # "zlib"; absent on snapshots written before it (stored raw)
+SIZE_HEADER = "prexid.size"  # the snapshot's bytes before compression
 
 
 SMALL_PIECE = 64 << 10  # pieces below this (series keys) are coalesced before zlib sees them
@@ -64,6 +66,41 @@ def compressed_chunks(pieces: Iterable[bytes | memoryview], size: int) -> list[b
     return [*chunks, bytes(pending)] if pending or not chunks else chunks
 
 
+class Inflate:
+    """The decompressed stream of zlib chunks, inflated a few MiB at a time as it is read."""
+
+    STEP = 4 << 20
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._z = zlib.decompressobj()
+
+    def readinto(self, buffer: memoryview, /) -> int:
+        """Fill the start of `buffer`; the byte count, 0 at the end of the stream."""
+        want = min(len(buffer), self.STEP)
+        while want:
+            data = self._z.unconsumed_tail or next(self._chunks, b"")
+            try:
+                out = self._z.decompress(data, want)
+            except zlib.error as err:
+                raise ValueError(f"corrupt compressed snapshot: {err}") from err
+            if out:
+                buffer[: len(out)] = out
+                return len(out)
+            if not data:
+                if self._z.eof:
+                    return 0
+                raise ValueError("compressed snapshot ends early")
+        return 0
+
+
+class Found(NamedTuple):
+    """A stored snapshot: its stream, read as it decompresses, and the bytes the stream holds."""
+
+    stream: Inflate
+    size: int
+
+
 def state_topic(settings: Settings) -> str:
     return settings.state_topic or f"{settings.group_id}.state"
 
@@ -92,7 +129,8 @@ class ChangelogStore:
         """Write one partition's snapshot, given in pieces (joined, they are the snapshot), and wait
         until the broker has all of it (acks=all)."""
         chunks = await asyncio.to_thread(compressed_chunks, pieces, self.chunk)  # zlib lets go of the GIL
-        header = [(CHUNKS_HEADER, str(len(chunks)).encode()), (ENCODING_HEADER, b"zlib")]
+        size = sum(len(piece) for piece in pieces)
+        header = [(CHUNKS_HEADER, str(len(chunks)).encode()), (SIZE_HEADER, str(size).encode())]
         futures = [
             await self.producer.send(
                 self.topic, part, key=f"shard-{shard}/{i}".encode(), partition=shard, headers=header
@@ -101,7 +139,7 @@ class ChangelogStore:
         ]
         await asyncio.gather(*futures)
 
-    async def load(self, shard: int) -> bytes | None:
+    async def load(self, shard: int) -> Found | None:
         """The newest snapshot of partition `shard`, or None if it never had a whole one."""
         tp = TopicPartition(self.topic, shard)
         consumer = AIOKafkaConsumer(
@@ -117,21 +155,17 @@ class ChangelogStore:
                 return None
             [last] = await _read(consumer, tp, end - 1, end)
             headers = dict(last.headers)
+            if SIZE_HEADER not in headers:
+                log.warning(
+                    "the newest snapshot of partition %d is from an older build; starting it cold", shard
+                )
+                return None
             count = int(headers[CHUNKS_HEADER])
             records = await _read(consumer, tp, end - count, end)
             if [r.key for r in records] != [f"shard-{shard}/{i}".encode() for i in range(count)]:
                 log.warning("the newest snapshot of partition %d is incomplete; starting it cold", shard)
                 return None
-            blob = b"".join(r.value or b"" for r in records)
-            if headers.get(ENCODING_HEADER) != b"zlib":
-                return blob
-            try:
-                return await asyncio.to_thread(zlib.decompress, blob)
-            except zlib.error as err:
-                log.warning(
-                    "the newest snapshot of partition %d is corrupt (%s); starting it cold", shard, err
-                )
-                return None
+            return Found(Inflate(r.value or b"" for r in records), int(headers[SIZE_HEADER]))
         finally:
             await consumer.stop()
 

@@ -254,6 +254,12 @@ def report(r: dict[str, Any], console: Console) -> None:
         f"(checkpointing {mem['snapshot_mib']:,.0f} MiB, {mem['compressed_mib']:,.0f} MiB compressed)",
         "<= 1.5 GiB",
     )
+    table.add_row(
+        "the same, taken over by a replica",
+        f"RSS {mem['restore_rss_mib'] / 1024:.2f} GiB, peak {mem['restore_peak_rss_mib'] / 1024:.2f} GiB "
+        f"(restored in {mem['restore_seconds']:.1f} s)",
+        "<= 1.5 GiB",
+    )
     console.print(table)
 
 

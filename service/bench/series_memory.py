@@ -1,28 +1,33 @@
 """Child process of `prexid bench e2e`: peak RSS of one pipeline holding N series (default 1M).
 
 Feeds N distinct DCGM-like series (prometheus-kafka-adapter JSON, through the real decoder) for a
-few scrapes, checkpoints it as a replica does (snapshot pieces compressed into chunks), then prints
-one JSON line: series held, peak RSS (VmHWM) and the snapshot's size.
-Run in its own process so the figure is the pipeline's alone.
+few scrapes, checkpoints it as a replica does (snapshot pieces compressed into chunks), then has a
+process of its own take that snapshot over as a replica does (chunks inflated as they are read).
+Prints one JSON line: series held, peak RSS (VmHWM) of each process and the snapshot's size.
+Run in processes of their own so the figures are the pipeline's alone.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import orjson
 
 from service import snapshot
+from service.bench.e2e import child_result
 from service.bench.e2e_load import peak_rss_mib
 from service.cli import build
 from service.demo_sim import GPU_ERROR_COUNTERS, GPU_GAUGES
 from service.processor import Message
 from service.settings import Settings
-from service.state_store import compressed_chunks
+from service.state_store import Inflate, compressed_chunks
 
 METRICS = (*GPU_GAUGES, *GPU_ERROR_COUNTERS)
 BATCH = 100_000
@@ -60,15 +65,39 @@ def main(n_series: int, scrapes: int = 2) -> dict[str, float]:
     held = rss_mib()
     pieces = snapshot.frames(processor, {})  # checkpointed as a replica does it
     chunks = compressed_chunks(pieces, Settings().snapshot_chunk_bytes)
-    return {
+    size = sum(len(p) for p in pieces)
+    result = {
         "series": len(processor.pipeline.registry),
         "rss_mib": held,
         "peak_rss_mib": peak_rss_mib(os.getpid()),
-        "snapshot_mib": sum(len(p) for p in pieces) / 2**20,
+        "snapshot_mib": size / 2**20,
         "compressed_mib": sum(len(c) for c in chunks) / 2**20,
+        "seconds": time.perf_counter() - t0,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chunks.pickle"
+        path.write_bytes(pickle.dumps(chunks))
+        del processor, pieces, chunks
+        taken = child_result("service.bench.series_memory", "restore", str(path), str(size))
+    return result | {f"restore_{k}": v for k, v in taken.items()}
+
+
+def restore(path: Path, size: int) -> dict[str, float]:
+    """Take the snapshot in `path` over as a replica does: chunks inflated as the state is read."""
+    chunks = pickle.loads(path.read_bytes())  # our own file, written just before
+    _, processor = build(Settings())
+    t0 = time.perf_counter()
+    snapshot.read(Inflate(chunks), size, processor)
+    return {
+        "series": len(processor.pipeline.registry),
+        "rss_mib": rss_mib(),
+        "peak_rss_mib": peak_rss_mib(os.getpid()),
         "seconds": time.perf_counter() - t0,
     }
 
 
 if __name__ == "__main__":
-    print(orjson.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)).decode())
+    if sys.argv[1:2] == ["restore"]:
+        print(orjson.dumps(restore(Path(sys.argv[2]), int(sys.argv[3]))).decode())
+    else:
+        print(orjson.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)).decode())

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from detectors.bank import DetectorBank
+from detectors.base import parse_blobs
 from detectors.multivariate import RiverNodeAnomaly
 from detectors.registry import REGISTRY
 from detectors.signals import Family, Kind
@@ -44,7 +45,7 @@ def test_a_restored_bank_scores_and_sweeps_exactly_like_an_uninterrupted_one() -
     run(a, x[:200])
     run(b, x[:200])
     restored = DetectorBank()
-    restored.restore(b"".join(b.snapshot()))
+    restored.restore(parse_blobs(b"".join(b.snapshot())))
     np.testing.assert_array_equal(run(a, x[200:], 200), run(restored, x[200:], 200))
     a_ids, a_p = a.sweep(320 * STEP)
     r_ids, r_p = restored.sweep(320 * STEP)
@@ -71,7 +72,7 @@ def test_a_batch_in_any_order_is_scored_as_in_id_order_and_answered_in_its_own()
 
 def test_a_snapshot_from_a_bank_with_other_detectors_is_refused() -> None:
     with pytest.raises(ValueError, match="does not match"):
-        DetectorBank().restore(b"".join(gauge_bank(multivariate=True).snapshot()))
+        DetectorBank().restore(parse_blobs(b"".join(gauge_bank(multivariate=True).snapshot())))
 
 
 def test_a_gauge_sample_gets_the_smallest_detector_p_times_the_detector_count() -> None:

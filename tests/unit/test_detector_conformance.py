@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from detectors.base import Detector
+from detectors.base import Detector, parse_blobs
 from detectors.registry import REGISTRY
 from detectors.signals import Kind
 from detectors.staleness import Staleness
@@ -63,7 +63,7 @@ def test_restored_detector_scores_exactly_like_an_uninterrupted_one(name: str) -
     feed(a, x[:250])
     feed(b, x[:250])
     restored = make(name)
-    restored.restore(b"".join(b.snapshot()))
+    restored.restore(parse_blobs(b"".join(b.snapshot())))
     np.testing.assert_array_equal(feed(a, x[250:], 250), feed(restored, x[250:], 250))
     assert sweep(a, 500 * STEP) == sweep(restored, 500 * STEP)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from detectors.bank import DetectorBank
-from detectors.base import rows, subset, unique_rounds
+from detectors.base import parse_blobs, rows, subset, unique_rounds
 from detectors.counter_rate import CounterRate
 from detectors.error_counter import ErrorCounterSurprise
 from detectors.peer import PeerDeviation
@@ -104,7 +104,7 @@ def test_restored_detector_scores_exactly_like_an_uninterrupted_one(det_cls: typ
     feed(a, x[:60])
     feed(b, x[:60])
     restored = det_cls()
-    restored.restore(b"".join(b.snapshot()))
+    restored.restore(parse_blobs(b"".join(b.snapshot())))
     tail = x[60:]
     ids = np.arange(5, dtype=np.int64)
     for t, row in enumerate(tail, start=60):
