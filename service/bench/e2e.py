@@ -82,7 +82,8 @@ async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, repl
     The replicas run as deployed, checkpointing every 30 s: none falls in a window of a few seconds,
     and at that interval their cost (tens of ms a shard) is well under 1% of a replica's time.
     Waiting for the whole group keeps a replica that joins late (and the rebalance that moves
-    partitions to it) out of the figure, which is the group's throughput, not its start-up.
+    partitions to it) out of the figure, which is the group's throughput, not its start-up. `cores`:
+    the CPU each replica used in the window, to tell a replica that waited from one that worked.
     """
     group = f"bench-{replicas}x-{uuid.uuid4().hex[:6]}"
     procs = await load.start_replicas(load.replica_env(bootstrap, topics, group), replicas)
@@ -90,6 +91,7 @@ async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, repl
     await admin.start()
     start: tuple[float, float] | None = None
     end: tuple[float, float] | None = None
+    cpu: list[list[float]] = []
     try:
         async with asyncio.timeout(300), httpx.AsyncClient(timeout=5.0) as client:
             grouped = False
@@ -99,15 +101,19 @@ async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, repl
                 now = time.perf_counter()
                 if start is None and grouped and done >= 0.1 * total:
                     start = (now, done)
+                    cpu.append([load.cpu_seconds(r.proc.pid) for r in procs])
                 elif start is not None and done >= 0.8 * total:
                     end = (now, done)
+                    cpu.append([load.cpu_seconds(r.proc.pid) for r in procs])
                 await asyncio.sleep(POLL_S)
     finally:
         await admin.close()
         peaks = await load.stop_replicas(procs)
     if start is None or end is None or end[1] <= start[1]:
         raise RuntimeError("no throughput window")
-    return {"rate": (end[1] - start[1]) / (end[0] - start[0]), "peak_rss_mib": max(peaks)}
+    wall = end[0] - start[0]
+    cores = [(b - a) / wall for a, b in zip(*cpu, strict=True)]
+    return {"rate": (end[1] - start[1]) / wall, "peak_rss_mib": max(peaks), "cores": cores}
 
 
 def emission_ticks(ticks: list[load.Tick]) -> dict[tuple[str, str], int]:
@@ -135,7 +141,7 @@ async def latency_run(bootstrap: str, ticks: list[load.Tick], rate: float) -> di
             asyncio.create_task(_collect_alerts(bootstrap, topics["alerts"], alerts)),
             asyncio.create_task(_sample_lag(bootstrap, topics, replica[0], lags)),
         ]
-        sent = await load.produce(bootstrap, topics["metrics"], topics["logs"], ticks, rate)
+        sent = await load.produce(bootstrap, topics["metrics"], topics["logs"], ticks, PARTITIONS, rate)
         await asyncio.sleep(3.0)  # the last alerts
         for w in watchers:
             w.cancel()
@@ -191,7 +197,7 @@ async def run(
         topics = topics_for(uuid.uuid4().hex[:8])
         await load.create_topics(bootstrap, list(topics.values()), PARTITIONS)
         progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
-        await load.produce(bootstrap, topics["metrics"], topics["logs"], backlog)
+        await load.produce(bootstrap, topics["metrics"], topics["logs"], backlog, PARTITIONS)
         results["records"], results["nodes"] = total, nodes
         results |= {"bare": [], "bare_tuned": [], "one": [], "two": []}
         # Rounds, each measuring all four in turn: a run of a few seconds on a shared machine varies by
@@ -220,6 +226,11 @@ def rates(runs: list[dict[str, Any]]) -> tuple[float, str]:
     return statistics.median(values), " / ".join(f"{v / 1000:,.0f}k" for v in values)
 
 
+def busy(runs: list[dict[str, Any]]) -> str:
+    """Each run's replicas' cores, e.g. `0.93 / 0.85+0.88`."""
+    return " / ".join("+".join(f"{c:.2f}" for c in run["cores"]) for run in runs)
+
+
 def report(r: dict[str, Any], console: Console) -> None:
     lat = np.array(r["latency"]["latency_s"]) if r["latency"]["latency_s"] else np.array([np.nan])
     lags = r["latency"]["lag"] or [0]
@@ -240,6 +251,7 @@ def report(r: dict[str, Any], console: Console) -> None:
         ">= 0.50x",
     )
     table.add_row("prexid, 2 replicas", f"{two:,.0f} rec/s ({two_runs}) = {two / one:.2f}x one", ">= 1.70x")
+    table.add_row("CPU a replica used (cores)", f"one: {busy(r['one'])}; two: {busy(r['two'])}", "")
     table.add_row(
         f"latency at {r['latency']['rate']:,.0f} rec/s",
         f"p50 {np.percentile(lat, 50):.3f} s, p99 {np.percentile(lat, 99):.3f} s "
