@@ -233,9 +233,7 @@ class Processor:
                 if parts is not None and sid is not None:
                     try:
                         value = float(parts[2])
-                        ts = stamps.get(parts[1])
-                        if ts is None:
-                            ts = stamps[parts[1]] = parse_rfc3339(parts[1].decode())
+                        ts = _stamp(stamps, parts[1])
                     except (ValueError, DecodeError):
                         pass  # the decoder below names what is wrong
                     else:
@@ -274,11 +272,11 @@ class Processor:
             ids = list(map(self.pipeline.registry.aliases.__getitem__, series))
         except KeyError:  # a series not seen before, or a message `split` cannot read
             return False
-        for stamp in set(stamp_bytes).difference(stamps):  # a batch holds few distinct scrape times
-            try:
-                stamps[stamp] = parse_rfc3339(stamp.decode())
-            except DecodeError:
-                return False
+        try:
+            for stamp in set(stamp_bytes).difference(stamps):  # a batch holds few distinct scrape times
+                _stamp(stamps, stamp)
+        except DecodeError:
+            return False
         try:
             values = list(map(float, value_bytes))
         except ValueError:
@@ -331,6 +329,14 @@ class Processor:
         ready = [x for x in self.held_xids if everything or x.ts <= seen_until]
         self.held_xids = [x for x in self.held_xids if not (everything or x.ts <= seen_until)]
         return sorted(ready, key=lambda x: x.ts)
+
+
+def _stamp(stamps: dict[bytes, float], raw: bytes) -> float:
+    """An RFC3339 scrape time, parsed once a batch (`stamps` holds the batch's)."""
+    ts = stamps.get(raw)
+    if ts is None:
+        ts = stamps[raw] = parse_rfc3339(raw.decode())
+    return ts
 
 
 def _pick(table: Mapping[str, T], name: str, topic: str) -> T:
