@@ -248,6 +248,27 @@ def health_panels() -> list[dict[str, Any]]:
                 ),
             ],
         ),
+        panel(
+            "timeseries",
+            "Checkpoint age (10 min alerts: a takeover replays all of it)",
+            (0, 58, 12, 8),
+            [
+                target(
+                    "time() - prexid_last_checkpoint_timestamp_seconds and prexid_partitions_owned > 0",
+                    "{{instance}}",
+                )
+            ],
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            "timeseries",
+            "Partitions owned, and takeovers by how (refused: relearning cold)",
+            (12, 58, 12, 8),
+            [
+                target("sum by (instance) (prexid_partitions_owned)", "owned {{instance}}"),
+                target(f"sum by (how) (increase(prexid_takeovers_total{RATE}))", "taken over: {{how}}", "B"),
+            ],
+        ),
     ]
 
 

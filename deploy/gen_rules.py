@@ -128,6 +128,25 @@ HEALTH_RULES = [
         "prexid {{ $labels.instance }} needs {{ $value | humanizeDuration }} per batch (p99): "
         "it will fall behind",
     ),
+    alert(
+        "PrexidCheckpointsFailing",
+        "time() - prexid_last_checkpoint_timestamp_seconds > 600 and prexid_partitions_owned > 0",
+        "5m",
+        "prexid",
+        "warning",
+        "prexid {{ $labels.instance }} has not checkpointed its partitions for "
+        "{{ $value | humanizeDuration }}: its offsets are not committed, and a takeover would replay "
+        "all of that time",
+    ),
+    alert(
+        "PrexidPartitionsStartedCold",
+        'increase(prexid_takeovers_total{how="refused"}[15m]) > 0',
+        "0m",
+        "prexid",
+        "warning",
+        "prexid {{ $labels.instance }} refused a partition's snapshot (damaged, or written under other "
+        "detection settings or format) and relearns its GPUs from nothing: expect warm-up noise",
+    ),
 ]
 
 

@@ -288,15 +288,25 @@ class KafkaRunner:
 
         Callers hold `lock`: a snapshot's pieces are views of the shard's live arrays, written while
         no batch can change them."""
+        t = self.state.telemetry
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for index in indexes:
-            shard = self.shards[index]
-            pieces = snapshot.frames(shard.processor, {source(tp): off for tp, off in shard.offsets.items()})
-            await self.store.save(index, pieces)
-            offsets |= {tp: OffsetAndMetadata(off, "") for tp, off in shard.offsets.items()}
-        self.last_checkpoint = time.monotonic()
-        if not offsets:
-            return
+        try:
+            with t.checkpoint_seconds.time():
+                for index in indexes:
+                    shard = self.shards[index]
+                    stored = {source(tp): off for tp, off in shard.offsets.items()}
+                    await self.store.save(index, snapshot.frames(shard.processor, stored))
+                    offsets |= {tp: OffsetAndMetadata(off, "") for tp, off in shard.offsets.items()}
+                self.last_checkpoint = time.monotonic()
+                if offsets:
+                    await self._commit(offsets)
+        except KafkaError:
+            t.checkpoints.labels("failed").inc()
+            raise
+        t.checkpoints.labels("ok").inc()
+        t.last_checkpoint.set(time.time())
+
+    async def _commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         try:
             await self.consumer.commit(offsets)
         except CommitFailedError:  # harmless: the new owner seeks to the offsets in the snapshot
@@ -304,23 +314,27 @@ class KafkaRunner:
 
     async def restore(self, index: int, tps: list[TopicPartition]) -> None:
         """Take shard `index` over: restore its snapshot and seek to the offsets stored with it."""
+        t = self.state.telemetry
         shard = Shard(self.new_processor())
         found = await self.store.load(index)
-        how = "cold: no snapshot"
+        how, why = "no_snapshot", "cold: no snapshot"
         if found is not None:
             try:  # in a thread: seconds at a million series, and the loop keeps heartbeating
-                stored = await asyncio.to_thread(snapshot.read, found.stream, found.size, shard.processor)
+                with t.restore_seconds.time():
+                    stored = await asyncio.to_thread(snapshot.read, found.stream, found.size, shard.processor)
             except snapshot.SnapshotError as err:
-                how = f"cold: {err}"
+                how, why = "refused", f"cold: {err}"
                 shard = Shard(self.new_processor())
             else:
-                how = "from its snapshot"
+                how, why = "snapshot", "from its snapshot"
                 for tp in tps:
                     if source(tp) in stored:
                         shard.offsets[tp] = stored[source(tp)]
                         self.consumer.seek(tp, stored[source(tp)])
         self.shards[index] = shard
-        log.info("partition %d taken over %s", index, how)
+        t.takeovers.labels(how).inc()
+        t.partitions.set(len(self.shards))
+        log.info("partition %d taken over %s", index, why)
         if active := list(shard.processor.pipeline.active.values()):
             for listener in shard.processor.listeners:  # e.g. Alertmanager re-sends what fires here
                 listener(active)

@@ -18,6 +18,7 @@ from service.models import Alert
 from service.pipeline import Pipeline
 
 LEAD_TIME_BUCKETS = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600)
+STATE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)  # checkpoints, restores: ms to a minute
 
 
 class FusedScoreCollector(Collector):
@@ -128,6 +129,45 @@ class Telemetry:
         self.watermark.set_function(  # the slowest partition's
             lambda: min((p.watermark for p in pipelines() if np.isfinite(p.watermark)), default=0.0)
         )
+        # `prexid run`'s partition state: what a takeover would resume from, and how takeovers went
+        self.partitions = Gauge(
+            "prexid_partitions_owned",
+            "Partition indexes this replica owns (a pipeline each)",
+            registry=registry,
+        )
+        self.checkpoints = Counter(
+            "prexid_checkpoints",
+            "Checkpoints (snapshots to the state topic, then offsets committed), by outcome",
+            ["outcome"],
+            registry=registry,
+        )
+        self.checkpoint_seconds = Histogram(
+            "prexid_checkpoint_duration_seconds",
+            "Time to checkpoint the partitions being checkpointed",
+            buckets=STATE_BUCKETS,
+            registry=registry,
+        )
+        self.last_checkpoint = Gauge(
+            "prexid_last_checkpoint_timestamp_seconds",
+            "Wall-clock time of the last checkpoint that succeeded (0: none yet)",
+            registry=registry,
+        )
+        self.takeovers = Counter(
+            "prexid_takeovers",
+            "Partitions taken over: from their snapshot, or cold (no snapshot, or one refused)",
+            ["how"],
+            registry=registry,
+        )
+        self.restore_seconds = Histogram(
+            "prexid_restore_duration_seconds",
+            "Time to read a partition's snapshot back on takeover",
+            buckets=STATE_BUCKETS,
+            registry=registry,
+        )
+        for outcome in ("ok", "failed"):
+            self.checkpoints.labels(outcome)
+        for how in ("snapshot", "no_snapshot", "refused"):
+            self.takeovers.labels(how)
         registry.register(FusedScoreCollector(pipelines))
 
     def observe_alerts(self, alerts: list[Alert]) -> None:

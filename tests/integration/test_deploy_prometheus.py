@@ -32,7 +32,7 @@ def promtool(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProc
 def test_rules_file_passes_promtool_check_rules() -> None:
     run = promtool("check", "rules", str(RULES))
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "SUCCESS: 10 rules found" in run.stdout
+    assert "SUCCESS: 12 rules found" in run.stdout
 
 
 def test_rules_unit_tests_pass_under_promtool() -> None:

@@ -7,6 +7,7 @@ from kafka_broker import TopicFactory
 from traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
 from service.demo_sim import DemoCluster, DemoFault, simulate
+from service.settings import DetectionSettings
 
 pytestmark = pytest.mark.integration
 
@@ -31,14 +32,20 @@ async def test_a_restarted_replica_resumes_from_its_snapshot_without_false_alert
     before = Replica(settings)
     try:
         await before.assigned()
+        assert takeovers(before) == {"snapshot": 0, "no_snapshot": 2, "refused": 0}  # a first start
         await eventually(lambda: samples_held(before.runner) == first_hour, what="the first hour")
     finally:
         await before.stop()  # a restart (deploy, crash-loop): the final checkpoint is the snapshot
+    assert sample(before, "prexid_checkpoints_total", outcome="ok") >= 1
+    assert sample(before, "prexid_checkpoints_total", outcome="failed") == 0
 
     second_hour = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[HOUR_TICKS:])
     after = Replica(settings)
     try:
         await after.assigned()
+        assert takeovers(after) == {"snapshot": 2, "no_snapshot": 0, "refused": 0}
+        assert sample(after, "prexid_restore_duration_seconds_count") == 2
+        assert sample(after, "prexid_partitions_owned") == 2
         # The count carries on from the snapshot: the new process resumed at the committed offsets
         # with the first hour's state, instead of starting from nothing (a cold start counts 1 hour).
         await eventually(lambda: samples_held(after.runner) == first_hour + second_hour, what="hour two")
@@ -46,3 +53,39 @@ async def test_a_restarted_replica_resumes_from_its_snapshot_without_false_alert
         await after.stop()
 
     assert await read_all(kafka_bootstrap, topics["alerts"], 2) == []  # no false alert, no warm-up storm
+
+
+async def test_a_snapshot_under_other_detection_settings_is_refused_counted_and_the_partition_runs_cold(
+    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
+) -> None:
+    """What `PrexidPartitionsStartedCold` reads: the partition is not lost, it relearns from nothing."""
+    settings = settings_for(kafka_bootstrap, topics, kafka_group)
+    sent = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], list(simulate(HEALTHY))[:40])
+    first = Replica(settings)
+    try:
+        await first.assigned()
+        await eventually(lambda: samples_held(first.runner) == sent, what="the first ten minutes")
+    finally:
+        await first.stop()
+    other = settings_for(
+        kafka_bootstrap, topics, kafka_group, detection=DetectionSettings(fire_threshold=10.0)
+    )
+    second = Replica(other)
+    try:
+        await second.assigned()
+        assert takeovers(second) == {"snapshot": 0, "no_snapshot": 0, "refused": 2}
+        assert sorted(second.runner.shards) == [0, 1] and samples_held(second.runner) == 0
+        assert sample(second, "prexid_restore_duration_seconds_count") == 2  # read, then refused
+    finally:
+        await second.stop()
+
+
+def sample(replica: Replica, name: str, **labels: str) -> float | None:
+    return replica.state.telemetry.registry.get_sample_value(name, labels)
+
+
+def takeovers(replica: Replica) -> dict[str, float | None]:
+    return {
+        how: sample(replica, "prexid_takeovers_total", how=how)
+        for how in ("snapshot", "no_snapshot", "refused")
+    }

@@ -85,6 +85,8 @@ def test_the_dashboard_covers_scores_alerts_lead_times_and_pipeline_health() -> 
         "prexid_samples_total",
         "prexid_dead_letters_total",
         "prexid_cluster_fused_score",
+        "prexid_last_checkpoint_timestamp_seconds",
+        "prexid_takeovers_total",
     }
     heatmap = next(p for p in json.loads(DASHBOARD.read_text())["panels"] if "heatmap" in p["title"])
     assert "node" in heatmap["targets"][0]["expr"] and "gpu" in heatmap["targets"][0]["expr"]

@@ -1,8 +1,13 @@
-"""A shard takes each record once, even when a takeover's seek makes Kafka deliver it twice."""
+"""A shard takes each record once, even when a takeover's seek makes Kafka deliver it twice; the
+runner's checkpoints are counted as SREs read them."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
 from service.cli import build
 from service.kafka_runner import KafkaRunner, Shard, alert_key
@@ -67,3 +72,48 @@ def test_records_fetched_before_their_takeover_are_read_again_not_dropped() -> N
     runner.consumer = consumer  # type: ignore[assignment]
     runner._refetch_unowned({TP: records(5, 9), owned: records(0, 1), revoked: records(7, 8)})
     assert consumer.seeks == [(TP, 5)]
+
+
+class Store:
+    """The changelog store's save, failing while `down` (a broker away)."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.saved: list[int] = []
+
+    async def save(self, shard: int, pieces: object) -> None:
+        if self.down:
+            raise KafkaConnectionError("broker away")
+        self.saved.append(shard)
+
+
+class Committing:
+    def __init__(self) -> None:
+        self.committed: list[dict[TopicPartition, object]] = []
+
+    async def commit(self, offsets: dict[TopicPartition, object]) -> None:
+        self.committed.append(offsets)
+
+
+async def test_checkpoints_are_counted_by_outcome_and_the_last_good_one_is_timed() -> None:
+    """What `PrexidCheckpointsFailing` reads: a failed checkpoint is counted and leaves the time of
+    the last good one as it was; a good one commits the shard's offsets and moves that time."""
+    state, _ = build(Settings())
+    t = state.telemetry
+    runner = KafkaRunner(Settings(), state, build_processor)
+    runner.store = store = Store()  # type: ignore[assignment]
+    runner.consumer = consumer = Committing()  # type: ignore[assignment]
+    runner.shards[1] = Shard(build_processor(), {TP: 42})
+    with pytest.raises(KafkaConnectionError):
+        await runner.checkpoint([1])
+    sample = t.registry.get_sample_value
+    assert sample("prexid_checkpoints_total", {"outcome": "failed"}) == 1.0
+    assert sample("prexid_checkpoints_total", {"outcome": "ok"}) == 0.0
+    assert sample("prexid_last_checkpoint_timestamp_seconds") == 0.0 and consumer.committed == []
+    store.down = False
+    before = time.time()
+    await runner.checkpoint([1])
+    assert sample("prexid_checkpoints_total", {"outcome": "ok"}) == 1.0 and store.saved == [1]
+    assert sample("prexid_last_checkpoint_timestamp_seconds") >= before
+    assert [{tp: o.offset for tp, o in c.items()} for c in consumer.committed] == [{TP: 42}]  # type: ignore[attr-defined]
+    assert sample("prexid_checkpoint_duration_seconds_count") == 2.0
