@@ -88,7 +88,13 @@ class Settings(BaseSettings):
     topic_formats: dict[str, str] = Field(
         default_factory=dict, description="per-topic format overriding metrics_format/logs_format"
     )
-    batch_max_records: int = Field(10_000, ge=1)
+    batch_max_records: int = Field(
+        40_000,
+        ge=1,
+        description="records a batch takes at most: a batch costs each owned partition ~1 ms beyond its "
+        "records, and 10,000 spread over a replica's shards (about a scrape each) made a replica ~6% "
+        "slower; memory holds one batch (~30 MB)",
+    )
     batch_timeout_ms: int = Field(200, ge=1)
     kafka_security: KafkaSecurity = KafkaSecurity()
     state_topic: str | None = Field(

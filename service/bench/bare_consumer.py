@@ -16,7 +16,10 @@ import time
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from service.settings import Settings
 from service.tuning import collect_garbage_less_often, keep_large_blocks_on_heap
+
+BATCH = Settings.model_fields["batch_max_records"].default  # the batches a replica takes
 
 
 async def bare_rate(bootstrap: str, tps: list[TopicPartition], total: int) -> float:
@@ -28,7 +31,7 @@ async def bare_rate(bootstrap: str, tps: list[TopicPartition], total: int) -> fl
         await consumer.seek_to_beginning(*tps)
         seen, counted, first = 0, 0, 0.0
         while seen < total:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
+            batch = await consumer.getmany(timeout_ms=1000, max_records=BATCH)
             got = sum(len(r) for r in batch.values())
             seen += got
             if first:  # the clock starts once the first batch is in: it does not count that batch
