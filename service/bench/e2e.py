@@ -226,6 +226,13 @@ def rates(runs: list[dict[str, Any]]) -> tuple[float, str]:
     return statistics.median(values), " / ".join(f"{v / 1000:,.0f}k" for v in values)
 
 
+def ratio(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[float, str]:
+    """`runs` over `base` round by round (neighbours in time, as the machine drifts by a fifth over
+    minutes), the median of those, and the rounds' own for the table."""
+    each = [float(a["rate"]) / float(b["rate"]) for a, b in zip(runs, base, strict=True)]
+    return statistics.median(each), " / ".join(f"{x:.2f}" for x in each)
+
+
 def busy(runs: list[dict[str, Any]]) -> str:
     """Each run's replicas' cores, e.g. `0.93 / 0.85+0.88`."""
     return " / ".join("+".join(f"{c:.2f}" for c in run["cores"]) for run in runs)
@@ -239,18 +246,25 @@ def report(r: dict[str, Any], console: Console) -> None:
     mem = r["memory"]
     table = Table(
         title=f"prexid bench e2e ({r['records']:,} records, {PARTITIONS} partitions, "
-        f"{r['nodes']} nodes per cluster; medians of {REPEATS} runs)"
+        f"{r['nodes']} nodes per cluster; medians of {REPEATS} rounds, ratios round by round)"
     )
     for col in ("measure", "value", "target"):
         table.add_column(col)
     table.add_row("bare aiokafka consumer", f"{bare:,.0f} rec/s ({bare_runs})", "baseline")
     table.add_row("the same, prexid's GC setting", f"{tuned:,.0f} rec/s ({tuned_runs})", "")
+    (of_bare, of_bare_runs), (of_tuned, _) = ratio(r["one"], r["bare"]), ratio(r["one"], r["bare_tuned"])
+    of_one, of_one_runs = ratio(r["two"], r["one"])
     table.add_row(
         "prexid, 1 replica",
-        f"{one:,.0f} rec/s ({one_runs}) = {one / bare:.2f}x bare ({one / tuned:.2f}x with its GC setting)",
+        f"{one:,.0f} rec/s ({one_runs}) = {of_bare:.2f}x bare (rounds {of_bare_runs}; "
+        f"{of_tuned:.2f}x with its GC setting)",
         ">= 0.50x",
     )
-    table.add_row("prexid, 2 replicas", f"{two:,.0f} rec/s ({two_runs}) = {two / one:.2f}x one", ">= 1.70x")
+    table.add_row(
+        "prexid, 2 replicas",
+        f"{two:,.0f} rec/s ({two_runs}) = {of_one:.2f}x one (rounds {of_one_runs})",
+        ">= 1.70x",
+    )
     table.add_row("CPU a replica used (cores)", f"one: {busy(r['one'])}; two: {busy(r['two'])}", "")
     table.add_row(
         f"latency at {r['latency']['rate']:,.0f} rec/s",
