@@ -108,7 +108,7 @@ def read(src: Readable, size: int, processor: Processor) -> dict[str, int]:
             raise ValueError("bytes after the snapshot's end")
     except SnapshotError:
         raise
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, IndexError, TypeError) as err:  # what parsing garbage raises
         raise SnapshotError(f"corrupt snapshot: {err!r}") from err
     return {str(k): int(v) for k, v in meta["offsets"].items()}
 
