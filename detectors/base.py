@@ -298,7 +298,10 @@ def load_array(data: Stored) -> NDArray[np.generic]:
     head = io.BytesIO(bytes(buf[:header_end]))
     if np.lib.format.read_magic(head) != (1, 0):
         raise ValueError("not a .npy 1.0 array")
-    shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+    try:
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+    except Exception as err:  # numpy's header parser on garbage: TokenError, TypeError, ValueError...
+        raise ValueError(f"unreadable .npy header: {err!r}") from err
     count = int(np.prod(shape))
     if dtype.hasobject or len(buf) != header_end + count * dtype.itemsize:
         raise ValueError("not an array of plain values, or not all of one")

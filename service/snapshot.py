@@ -106,11 +106,11 @@ def read(src: Readable, size: int, processor: Processor) -> dict[str, int]:
         _restore(processor, meta, arrays, keys, bank)
         if src.readinto(memoryview(bytearray(1))):  # and the stream ends here (zlib checks its sum)
             raise ValueError("bytes after the snapshot's end")
+        return {str(k): int(v) for k, v in meta["offsets"].items()}
     except SnapshotError:
         raise
-    except (ValueError, KeyError, IndexError, TypeError) as err:  # what parsing garbage raises
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:  # parsing garbage
         raise SnapshotError(f"corrupt snapshot: {err!r}") from err
-    return {str(k): int(v) for k, v in meta["offsets"].items()}
 
 
 def _restore(processor: Processor, meta: dict[str, Any], arrays: Stored, keys: Stored, bank: Stored) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import zlib
 from collections import deque
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from detectors.base import pack_arrays, parse_blobs, unpack_arrays
+from detectors.base import array_pieces, load_array, pack_arrays, parse_blobs, unpack_arrays
 from detectors.signals import Kind
 from service import snapshot
 from service.cli import build
@@ -217,3 +220,67 @@ def test_arrays_travel_as_npy_pieces_viewing_the_live_data() -> None:
     assert all(back[k].flags.writeable for k in back)
     arrays["f"][0] = 42.0  # a view: the pieces see the write
     assert unpack_arrays(parse_blobs(b"".join(pieces)))["f"][0] == 42.0
+
+
+_SMALL_DUMP: list[bytes] = []
+
+
+def small_dump() -> bytes:
+    if not _SMALL_DUMP:
+        first = fresh()
+        feed(first, list(simulate(INCIDENT))[:20])
+        _SMALL_DUMP.append(snapshot.dump(first, {"metrics:0": 3}))
+    return _SMALL_DUMP[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_damaged_snapshot_restores_or_is_refused_never_anything_else(data: st.DataObject) -> None:
+    """Any byte changed anywhere (a length, a header, the JSON, an array's data): the restore either
+    works (a changed value is still a snapshot) or raises SnapshotError with its reason, which the
+    runner turns into a cold start. Any other exception would crash the takeover (found this way: a
+    damaged "offsets" key raised KeyError, a damaged .npy header numpy's tokenize.TokenError)."""
+    blob = bytearray(small_dump())
+    head = min(30_000, len(blob) - 1)  # lengths, headers and the JSON live here; the rest is array data
+    at = data.draw(st.one_of(st.integers(0, head), st.integers(0, len(blob) - 1)))
+    blob[at] ^= data.draw(st.integers(1, 255))
+    outcome = restore_outcome(bytes(blob))
+    assert outcome == "restored" or (outcome.startswith("refused: ") and len(outcome) > len("refused: "))
+
+
+def restore_outcome(blob: bytes) -> str:
+    """`restored`, or `refused: <reason>`; anything else the restore raises propagates."""
+    try:
+        snapshot.load(blob, fresh())
+    except snapshot.SnapshotError as err:
+        return f"refused: {err}"
+    return "restored"
+
+
+def test_damage_to_the_metadata_a_restore_reads_last_is_refused_with_a_reason() -> None:
+    blob = bytearray(small_dump())
+    blob[blob.index(b'"offsets"') + 3] ^= 0x20  # "offsets" -> "ofFsets": read after everything else
+    assert restore_outcome(bytes(blob)).startswith("refused: corrupt snapshot: KeyError")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # numpy on some damaged headers: "created on Python 2"
+def test_every_one_byte_damage_to_an_array_header_is_refused_or_still_an_array() -> None:
+    """numpy's own header parser raises tokenize.TokenError (a `{` changed) or TypeError on some
+    damage: `load_array` turns whatever it raises into the ValueError a restore refuses."""
+    header, data = array_pieces(np.arange(4.0))
+    intact = bytes(header) + bytes(data)
+    outcomes = collections.Counter()
+    for at in range(len(header)):
+        for change in range(1, 256, 3):  # every third bit pattern: flips of each bit, and more
+            damaged = bytearray(intact)
+            damaged[at] ^= change
+            outcomes[array_outcome(damaged)] += 1
+    assert set(outcomes) == {"array", "refused"} and outcomes["refused"] > 300
+
+
+def array_outcome(blob: bytearray) -> str:
+    try:
+        load_array(blob)
+    except ValueError:
+        return "refused"
+    return "array"
