@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from kafka_broker import TopicFactory
 from traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
 from service.demo_sim import DemoCluster, DemoFault, simulate
 from service.settings import DetectionSettings
+from service.state_store import CHUNKS_HEADER, SIZE_HEADER
 
 pytestmark = pytest.mark.integration
 
@@ -76,6 +78,39 @@ async def test_a_snapshot_under_other_detection_settings_is_refused_counted_and_
         assert takeovers(second) == {"snapshot": 0, "no_snapshot": 0, "refused": 2}
         assert sorted(second.runner.shards) == [0, 1] and samples_held(second.runner) == 0
         assert sample(second, "prexid_restore_duration_seconds_count") == 2  # read, then refused
+    finally:
+        await second.stop()
+
+
+async def test_a_snapshot_damaged_in_the_state_topic_is_refused_and_only_its_partition_starts_cold(
+    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
+) -> None:
+    """The newest record of partition 0's snapshot is not zlib (a bad write, a bit flip on disk): the
+    takeover refuses it with its reason and runs that partition cold; partition 1 resumes as usual."""
+    settings = settings_for(kafka_bootstrap, topics, kafka_group)
+    sent = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], list(simulate(HEALTHY))[:40])
+    first = Replica(settings)
+    try:
+        await first.assigned()
+        await eventually(lambda: samples_held(first.runner) == sent, what="the first ten minutes")
+    finally:
+        await first.stop()
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        headers = [(CHUNKS_HEADER, b"1"), (SIZE_HEADER, b"5000")]
+        await producer.send_and_wait(
+            topics["state"], b"not a zlib stream", key=b"shard-0/0", partition=0, headers=headers
+        )
+    finally:
+        await producer.stop()
+    second = Replica(settings)
+    try:
+        await second.assigned()
+        assert takeovers(second) == {"snapshot": 1, "no_snapshot": 0, "refused": 1}
+        assert sorted(second.runner.shards) == [0, 1]
+        cold, restored = (second.runner.shards[i].processor.pipeline for i in (0, 1))
+        assert len(cold.registry) == cold.samples_seen == 0 and restored.samples_seen > 0
     finally:
         await second.stop()
 
