@@ -227,17 +227,13 @@ class Readable(Protocol):
     def readinto(self, buffer: memoryview, /) -> int: ...
 
 
-def read_blobs(src: Readable, size: int, to_end: bool = False) -> list[Stored]:
+def read_blobs(src: Readable, size: int) -> list[Stored]:
     """The blobs of `size` bytes of `pack_blobs` output, read from a stream: each leaf into a buffer of
     its own, which the arrays restored from it then use as their memory. A restore thus never holds
-    the snapshot a second time beside the state it becomes. `to_end`: `size` is only a bound, and the
-    stream may end after any blob."""
+    the snapshot a second time beside the state it becomes."""
     out: list[Stored] = []
     while size > 0:
-        head = bytearray(8)
-        if not _fill(src, head, at_end_ok=to_end):
-            break
-        word = int.from_bytes(head, "little")
+        word = int.from_bytes(read_exactly(src, 8), "little")
         n = word & ~NESTED
         if 8 + n > size:
             raise ValueError(f"a blob of {n} bytes overruns the {size} left")
@@ -247,26 +243,19 @@ def read_blobs(src: Readable, size: int, to_end: bool = False) -> list[Stored]:
 
 
 def read_exactly(src: Readable, n: int) -> bytearray:
-    _fill(src, buf := bytearray(n))
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = src.readinto(view[got:])
+        if not k:
+            raise ValueError(f"truncated: {got} of {n} bytes")
+        got += k
     return buf
 
 
 def parse_blobs(data: bytes) -> list[Stored]:
     """`read_blobs` of `pack_blobs` pieces joined."""
     return read_blobs(io.BytesIO(data), len(data))
-
-
-def _fill(src: Readable, buf: bytearray, at_end_ok: bool = False) -> bool:
-    """Read `buf` full; False if the stream ends before its first byte and that is `at_end_ok`."""
-    view, got = memoryview(buf), 0
-    while got < len(buf):
-        k = src.readinto(view[got:])
-        if not k:
-            if got == 0 and at_end_ok:
-                return False
-            raise ValueError(f"truncated: {got} of {len(buf)} bytes")
-        got += k
-    return True
 
 
 def unpack_blobs(data: Stored) -> list[Stored]:
