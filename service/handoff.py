@@ -32,7 +32,6 @@ class Handoff(ConsumerRebalanceListener):  # type: ignore[misc]
             for index in gone:
                 del r.shards[index]
                 log.info("partition %d handed off", index)
-            r.state.telemetry.partitions.set(len(r.shards))
             r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:

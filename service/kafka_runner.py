@@ -333,7 +333,6 @@ class KafkaRunner:
                         self.consumer.seek(tp, stored[source(tp)])
         self.shards[index] = shard
         t.takeovers.labels(how).inc()
-        t.partitions.set(len(self.shards))
         log.info("partition %d taken over %s", index, why)
         if active := list(shard.processor.pipeline.active.values()):
             for listener in shard.processor.listeners:  # e.g. Alertmanager re-sends what fires here

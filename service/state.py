@@ -51,5 +51,6 @@ class ServiceState:
         state: ServiceState
         telemetry = Telemetry(CollectorRegistry(), lambda: state.pipelines())  # bound late: shards change
         state = cls(pipeline, telemetry, history=ScoreHistory(history_ticks))
+        telemetry.partitions.set_function(lambda: len(state.shards))
         pipeline.tick_listeners.append(state.history.record)
         return state
