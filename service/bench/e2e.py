@@ -9,7 +9,8 @@
 3. fresh topics get its first half hour at half of one replica's maximum rate: sample-to-alert latency
    (alert's Kafka timestamp minus the time the scrape that completed its evidence began to be sent),
    the replica's lag (records written, not yet read) and its peak RSS;
-4. a child process holds 1M series (default) in one pipeline: its peak RSS and snapshot size.
+4. a child process holds 1M series (default) in one pipeline and checkpoints it, and another takes that
+   snapshot over as a replica does: the peak RSS of each and the snapshot's size.
 Targets (from issue #7) are printed beside the figures; nothing here asserts them.
 """
 
@@ -18,8 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
@@ -56,14 +55,6 @@ def topics_for(run: str) -> dict[str, str]:
     return {k: f"bench-{k}-{run}" for k in ("metrics", "logs", "alerts", "dead")}
 
 
-def child_result(module: str, *args: str, timeout_s: float = 600) -> dict[str, Any]:
-    """Run a bench child process (`python -m module args`) and read the JSON line it ends with."""
-    out = subprocess.run(
-        [sys.executable, "-m", module, *args], capture_output=True, text=True, check=True, timeout=timeout_s
-    )
-    return dict(orjson.loads(out.stdout.strip().splitlines()[-1]))
-
-
 async def bare_rate(
     bootstrap: str, topics: dict[str, str], total: int, tuned: bool = False
 ) -> dict[str, Any]:
@@ -71,7 +62,7 @@ async def bare_rate(
     prexid's process tuning)."""
     names = orjson.dumps([topics["metrics"], topics["logs"]]).decode()
     args = [bootstrap, names, str(PARTITIONS), str(total), *(["tuned"] if tuned else [])]
-    return await asyncio.to_thread(child_result, "service.bench.bare_consumer", *args, timeout_s=300)
+    return await asyncio.to_thread(load.child_result, "service.bench.bare_consumer", *args, timeout_s=300)
 
 
 async def pipeline_rate(bootstrap: str, topics: dict[str, str], total: int, replicas: int) -> dict[str, Any]:
@@ -213,7 +204,8 @@ async def run(
         one = statistics.median(r["rate"] for r in results["one"])
         results["latency"] = await latency_run(bootstrap, ticks, 0.5 * one)
         progress.update(step, advance=1, description=f"{series:,} series in one pipeline")
-        results["memory"] = await asyncio.to_thread(child_result, "service.bench.series_memory", str(series))
+        memory = ("service.bench.series_memory", str(series))
+        results["memory"] = await asyncio.to_thread(load.child_result, *memory)
         progress.update(step, advance=1, description="done")
     finally:
         broker.stop()

@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -58,6 +59,14 @@ def traffic(clusters: int, duration_s: float = 1800.0, nodes: int = 2) -> list[T
             logs += [(line.split()[3], line) for line in (raw.replace(*rename) for raw in part.logs)]
         ticks.append(Tick(parts[0].ts, metrics, logs))
     return ticks
+
+
+def child_result(module: str, *args: str, timeout_s: float = 600) -> dict[str, Any]:
+    """Run a bench child process (`python -m module args`) and read the JSON line it ends with."""
+    out = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, check=True, timeout=timeout_s
+    )
+    return dict(orjson.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def free_port() -> int:

@@ -21,8 +21,7 @@ from pathlib import Path
 import orjson
 
 from service import snapshot
-from service.bench.e2e import child_result
-from service.bench.e2e_load import peak_rss_mib
+from service.bench.e2e_load import child_result, peak_rss_mib
 from service.cli import build
 from service.demo_sim import GPU_ERROR_COUNTERS, GPU_GAUGES
 from service.processor import Message
