@@ -8,7 +8,7 @@ from kafka_broker import TopicFactory
 from traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
 from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.settings import DetectionSettings
+from service.settings import DetectionSettings, Settings
 from service.state_store import CHUNKS_HEADER, SIZE_HEADER
 
 pytestmark = pytest.mark.integration
@@ -62,13 +62,7 @@ async def test_a_snapshot_under_other_detection_settings_is_refused_counted_and_
 ) -> None:
     """What `PrexidPartitionsStartedCold` reads: the partition is not lost, it relearns from nothing."""
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
-    sent = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], list(simulate(HEALTHY))[:40])
-    first = Replica(settings)
-    try:
-        await first.assigned()
-        await eventually(lambda: samples_held(first.runner) == sent, what="the first ten minutes")
-    finally:
-        await first.stop()
+    await checkpoint_ten_minutes(settings, topics)
     other = settings_for(
         kafka_bootstrap, topics, kafka_group, detection=DetectionSettings(fire_threshold=10.0)
     )
@@ -88,13 +82,7 @@ async def test_a_snapshot_damaged_in_the_state_topic_is_refused_and_only_its_par
     """The newest record of partition 0's snapshot is not zlib (a bad write, a bit flip on disk): the
     takeover refuses it with its reason and runs that partition cold; partition 1 resumes as usual."""
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
-    sent = await produce(kafka_bootstrap, topics["metrics"], topics["logs"], list(simulate(HEALTHY))[:40])
-    first = Replica(settings)
-    try:
-        await first.assigned()
-        await eventually(lambda: samples_held(first.runner) == sent, what="the first ten minutes")
-    finally:
-        await first.stop()
+    await checkpoint_ten_minutes(settings, topics)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
@@ -113,6 +101,18 @@ async def test_a_snapshot_damaged_in_the_state_topic_is_refused_and_only_its_par
         assert len(cold.registry) == cold.samples_seen == 0 and restored.samples_seen > 0
     finally:
         await second.stop()
+
+
+async def checkpoint_ten_minutes(settings: Settings, topics: dict[str, str]) -> None:
+    """Ten minutes of traffic read by a replica that then stops: its final checkpoint is the snapshot."""
+    bootstrap = settings.kafka_bootstrap
+    sent = await produce(bootstrap, topics["metrics"], topics["logs"], list(simulate(HEALTHY))[:40])
+    first = Replica(settings)
+    try:
+        await first.assigned()
+        await eventually(lambda: samples_held(first.runner) == sent, what="the first ten minutes")
+    finally:
+        await first.stop()
 
 
 def sample(replica: Replica, name: str, **labels: str) -> float | None:
