@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# The editable install is a tree of links to each file (setuptools' strict mode: the only one mypy can
+# follow for a package-dir mapping), so adding or removing a module reinstalls.
+STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; find service detectors -name '*.py' -o -name 'py.typed' | sort) | sha1sum | cut -c1-12)
 
 .PHONY: help venv demo test unit lint typecheck evaluate kafka-start kafka-stop clean
 
@@ -12,7 +14,7 @@ help: ## list targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,plot]'
+	$(BIN)/pip install -q -e '.[dev,plot]' --config-settings editable_mode=strict
 	rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP) ## create .venv with prexid and its dev tools

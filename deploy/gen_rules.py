@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from service.models import DEFAULT_RUNBOOK_BASE_URL
+from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = (ROOT / "deploy/prometheus/rules.yml", ROOT / "helm/prexid/files/prometheus-rules.yml")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import (
+from prexid.detectors.base import (
     Detector,
     Floats,
     Ids,
@@ -28,16 +28,16 @@ from detectors.base import (
     rows,
     unpack_blobs,
 )
-from detectors.counter_rate import CounterRate
-from detectors.drift import DriftCusum
-from detectors.error_counter import ErrorCounterSurprise
-from detectors.fail_slow import FailSlow
-from detectors.flatline import Flatline
-from detectors.multivariate import RiverNodeAnomaly
-from detectors.peer import PeerDeviation
-from detectors.robust import RobustDeviation
-from detectors.signals import Kind
-from detectors.staleness import Staleness
+from prexid.detectors.counter_rate import CounterRate
+from prexid.detectors.drift import DriftCusum
+from prexid.detectors.error_counter import ErrorCounterSurprise
+from prexid.detectors.fail_slow import FailSlow
+from prexid.detectors.flatline import Flatline
+from prexid.detectors.multivariate import RiverNodeAnomaly
+from prexid.detectors.peer import PeerDeviation
+from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.signals import Kind
+from prexid.detectors.staleness import Staleness
 
 
 @dataclass(frozen=True, slots=True)

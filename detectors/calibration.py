@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Floats, Ids, Index, Packed, SeriesState, Stored, pick, subset
+from prexid.detectors.base import Floats, Ids, Index, Packed, SeriesState, Stored, pick, subset
 
 P_FLOOR = 1e-12
 _XI_MAX = 0.45

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.fusion import Fusion
-from detectors.signals import SHARED_CAUSE_FAMILIES, Family
+from prexid.detectors.fusion import Fusion
+from prexid.detectors.signals import SHARED_CAUSE_FAMILIES, Family
 
 CLUSTER_FAULT_FAMILIES = SHARED_CAUSE_FAMILIES
 

@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Packed, SeriesState, Stored, pack_blobs, unique_rounds, unpack_blobs
-from detectors.robust import RobustDeviation
+from prexid.detectors.base import (
+    Floats,
+    Ids,
+    Packed,
+    SeriesState,
+    Stored,
+    pack_blobs,
+    unique_rounds,
+    unpack_blobs,
+)
+from prexid.detectors.robust import RobustDeviation
 
 
 class CounterRate:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import (
+from prexid.detectors.base import (
     Floats,
     Ids,
     Index,
@@ -47,7 +47,7 @@ from detectors.base import (
     subset,
     unpack_blobs,
 )
-from detectors.calibration import TailCalibrator
+from prexid.detectors.calibration import TailCalibrator
 
 Mask = NDArray[np.bool_]
 _DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import bdtr, gammaln, pdtrc
 
-from detectors.base import Floats, Ids, Packed, SeriesState, Stored, unique_rounds
+from prexid.detectors.base import Floats, Ids, Packed, SeriesState, Stored, unique_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0

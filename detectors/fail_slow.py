@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import (
+from prexid.detectors.base import (
     Floats,
     Ids,
     Packed,
@@ -25,8 +25,8 @@ from detectors.base import (
     rows,
     unpack_blobs,
 )
-from detectors.error_counter import ErrorCounterSurprise
-from detectors.peer import PeerDeviation
+from prexid.detectors.error_counter import ErrorCounterSurprise
+from prexid.detectors.peer import PeerDeviation
 
 
 class FailSlow:

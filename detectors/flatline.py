@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Packed, SeriesState, Stored, by_rounds, pick, rows
+from prexid.detectors.base import Floats, Ids, Packed, SeriesState, Stored, by_rounds, pick, rows
 
 P_FLOOR = 1e-12
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.bank import Evidence
-from detectors.base import Floats, Ids
-from detectors.signals import (
+from prexid.detectors.bank import Evidence
+from prexid.detectors.base import Floats, Ids
+from prexid.detectors.signals import (
     LOAD_COUPLED,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,

@@ -13,7 +13,7 @@ from enum import IntEnum
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import Floats
+from prexid.detectors.base import Floats
 
 
 class Phase(IntEnum):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors.base import (
+from prexid.detectors.base import (
     Floats,
     Ids,
     Packed,
@@ -29,7 +29,7 @@ from detectors.base import (
     unique_rounds,
     unpack_blobs,
 )
-from detectors.calibration import TailCalibrator
+from prexid.detectors.calibration import TailCalibrator
 
 
 class RiverNodeAnomaly:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.base import (
+from prexid.detectors.base import (
     Floats,
     Ids,
     Index,
@@ -31,7 +31,7 @@ from detectors.base import (
     rows,
     unpack_blobs,
 )
-from detectors.robust import RobustDeviation
+from prexid.detectors.robust import RobustDeviation
 
 HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "nodename"})
 GPU_IDENTITY_LABELS = HOST_LABELS | {

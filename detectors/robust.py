@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import (
+from prexid.detectors.base import (
     Floats,
     Ids,
     Packed,
@@ -32,7 +32,7 @@ from detectors.base import (
     rows,
     unpack_blobs,
 )
-from detectors.calibration import TailCalibrator
+from prexid.detectors.calibration import TailCalibrator
 
 _MAD_TO_SIGMA = 1.4826
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids, Packed, SeriesState, Stored, pick, rows, unique_rounds
+from prexid.detectors.base import Floats, Ids, Packed, SeriesState, Stored, pick, rows, unique_rounds
 
 STRONGEST = 10**-3.5
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Floats, Ids
+from prexid.detectors.base import Floats, Ids
 
 
 class Watermarks:

@@ -6,6 +6,6 @@ year, a scrape may carry no timestamps); `host` is what the transport names (Kaf
 header), used only where the payload names no host (a bare exposition, dmesg, /dev/kmsg).
 """
 
-from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, RawSample, Samples
+from prexid.service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, RawSample, Samples
 
 __all__ = ["DecodeError", "KernelLine", "LogDecoder", "MetricDecoder", "RawSample", "Samples"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from service.decode.types import DecodeError, finite_ts
+from prexid.service.decode.types import DecodeError, finite_ts
 
 # Labels that name the host a series belongs to, in the order the series registry trusts them.
 HOST_LABELS = ("Hostname", "hostname", "host", "node", "instance", "nodename")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, utf8
 
 _DMESG = re.compile(r"^(?:[a-z]+ *:[a-z]+ *: )?\[(?P<stamp>[^\]]*)\] ?(?P<msg>.*)$")
 _KMSG = re.compile(r"^(?P<pri>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<msg>.*)$")

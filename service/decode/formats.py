@@ -7,10 +7,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from service.decode import dmesg, json_logs, otlp, prom_kafka_adapter, prom_text, rfc5424, syslog, telegraf
-from service.decode import vector_metric as vector
-from service.decode.common import load_json
-from service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
+from prexid.service.decode import (
+    dmesg,
+    json_logs,
+    otlp,
+    prom_kafka_adapter,
+    prom_text,
+    rfc5424,
+    syslog,
+    telegraf,
+)
+from prexid.service.decode import vector_metric as vector
+from prexid.service.decode.common import load_json
+from prexid.service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
 
 METRIC_DECODERS: dict[str, MetricDecoder] = {
     "prom_kafka_adapter": prom_kafka_adapter.decode,

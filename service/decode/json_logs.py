@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.decode import syslog
-from service.decode.common import epoch_seconds, load_json
-from service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode import syslog
+from prexid.service.decode.common import epoch_seconds, load_json
+from prexid.service.decode.types import DecodeError, KernelLine, utf8
 
 _MESSAGE = ("MESSAGE", "message", "msg", "log")
 _HOST = ("_HOSTNAME", "host", "hostname")

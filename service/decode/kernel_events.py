@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from service.decode.types import KernelLine
-from service.decode.xid import PCI, normalise_pci, parse_xid
-from service.models import GpuOffBusEvent, GpuResetAction, GpuResetEvent, KernelEvent, SxidEvent
+from prexid.service.decode.types import KernelLine
+from prexid.service.decode.xid import PCI, normalise_pci, parse_xid
+from prexid.service.schemas import GpuOffBusEvent, GpuResetAction, GpuResetEvent, KernelEvent, SxidEvent
 
 _SXID = re.compile(
     rf"nvidia-nvswitch(?P<switch>\d{{1,4}}): SXid \((?:PCI:)?(?P<pci>{PCI})[^)]*\): "

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.decode.common import epoch_seconds, load_object, metric_name, number, with_host
-from service.decode.types import DecodeError, Samples
+from prexid.service.decode.common import epoch_seconds, load_object, metric_name, number, with_host
+from prexid.service.decode.types import DecodeError, Samples
 
 _DELTA = 1
 

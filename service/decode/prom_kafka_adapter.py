@@ -2,7 +2,7 @@
 
 `{"timestamp":"2026-12-02T13:00:15Z","value":"71.5","name":"DCGM_FI_DEV_GPU_TEMP","labels":{...}}`
 
-`split` reads a message without parsing JSON, for series already seen (`service.processor` says how).
+`split` reads a message without parsing JSON, for series already seen (`pipeline.processor` says how).
 """
 
 from __future__ import annotations
@@ -11,8 +11,15 @@ import re
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from service.decode.common import load_object, metric_name, number, parse_rfc3339, str_labels, with_host
-from service.decode.types import DecodeError, Samples
+from prexid.service.decode.common import (
+    load_object,
+    metric_name,
+    number,
+    parse_rfc3339,
+    str_labels,
+    with_host,
+)
+from prexid.service.decode.types import DecodeError, Samples
 
 
 def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from service.decode.common import epoch_seconds, load_object, with_host
-from service.decode.types import DecodeError, Samples, utf8
+from prexid.service.decode.common import epoch_seconds, load_object, with_host
+from prexid.service.decode.types import DecodeError, Samples, utf8
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(,|$)')

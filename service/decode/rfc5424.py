@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from service.decode.common import parse_rfc3339
-from service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.common import parse_rfc3339
+from prexid.service.decode.types import DecodeError, KernelLine, utf8
 
 _HEAD = re.compile(r"^<(?P<pri>\d{1,3})>1 (?P<ts>\S+) (?P<host>\S+) (?P<app>\S+) \S+ \S+ (?P<rest>.*)$")
 _SD = re.compile(r'^(?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: |$)')

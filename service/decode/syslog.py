@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from service.decode.common import parse_rfc3339
-from service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.common import parse_rfc3339
+from prexid.service.decode.types import DecodeError, KernelLine, utf8
 
 _LINE = re.compile(
     r"^(?:<(?P<pri>\d{1,3})>)?(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from service.decode.common import epoch_seconds, load_json, metric_name, str_labels, with_host
-from service.decode.types import DecodeError, Samples, utf8
+from prexid.service.decode.common import epoch_seconds, load_json, metric_name, str_labels, with_host
+from prexid.service.decode.types import DecodeError, Samples, utf8
 
 _BARE_FIELDS = frozenset({"gauge", "counter", "value", "untyped"})
 _LINE = re.compile(

@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.decode.common import epoch_seconds, load_object, metric_name, number, str_labels, with_host
-from service.decode.types import DecodeError, Samples
+from prexid.service.decode.common import (
+    epoch_seconds,
+    load_object,
+    metric_name,
+    number,
+    str_labels,
+    with_host,
+)
+from prexid.service.decode.types import DecodeError, Samples
 
 _VALUE_KINDS = ("counter", "gauge", "set", "distribution", "aggregated_histogram", "aggregated_summary")
 

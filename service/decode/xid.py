@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from service.decode.types import KernelLine
-from service.models import XidEvent
+from prexid.service.decode.types import KernelLine
+from prexid.service.schemas import XidEvent
 
 PCI = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
 _XID = re.compile(

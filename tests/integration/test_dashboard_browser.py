@@ -49,7 +49,9 @@ def demo_server(log_path: Path, nodes: int = 4, gpus: int = 8) -> Iterator[str]:
     env = {**os.environ, "PREXID_HTTP_HOST": "127.0.0.1"}
     args = ["demo", "--port", str(port), "--speed", "3000", "--nodes", str(nodes), "--gpus", str(gpus)]
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", *args], env=env, stdout=log, stderr=log)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prexid.service.app.cli", *args], env=env, stdout=log, stderr=log
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_xid(base, proc, log_path)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from service.settings import Settings
+from prexid.service.app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from service.settings import Settings
+from prexid.service.app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm/prexid"

@@ -39,8 +39,15 @@ def test_the_build_stage_wheel_contains_prexid_and_its_dashboard_assets(tmp_path
     assert run.returncode == 0, run.stderr
     (wheel,) = tmp_path.glob("prexid-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"service/static/index.html", "service/static/dashboard.js", "service/dashboard.py"} <= names
-    assert "detectors/fusion.py" in names and not any(n.startswith("tests/") for n in names)
+    assert {
+        "prexid/service/http/static/index.html",
+        "prexid/service/http/static/dashboard.js",
+        "prexid/service/http/dashboard.py",
+        "prexid/detectors/fusion.py",
+    } <= names
+    # one installed package: nothing generic like `service` or `detectors` at the top of site-packages
+    tops = {n.split("/")[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"prexid"}
 
 
 def test_the_healthcheck_passes_against_a_live_prexid(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from kafka_broker import KafkaBroker, KafkaBrokerError, start_broker
 from traffic import Replica, alert_docs, eventually, has_xid, produce, read_until, samples_held, settings_for
 
-from service.demo_sim import DemoCluster, DemoFault, simulate
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from traffic import (
     settings_for,
 )
 
-from service.demo_sim import DemoCluster, DemoFault, simulate
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 
 pytestmark = pytest.mark.integration
 

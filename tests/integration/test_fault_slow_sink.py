@@ -9,9 +9,9 @@ import pytest
 from kafka_broker import TopicFactory
 from traffic import Replica, eventually, produce, samples_held, settings_for
 
-from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.kafka_runner import KafkaRunner
-from service.processor import Output
+from prexid.service.pipeline.processor import Output
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from prexid.service.sources.kafka import KafkaRunner
 
 pytestmark = pytest.mark.integration
 

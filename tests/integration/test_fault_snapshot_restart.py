@@ -7,9 +7,9 @@ from aiokafka import AIOKafkaProducer
 from kafka_broker import TopicFactory
 from traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
-from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.settings import DetectionSettings, Settings
-from service.state_store import CHUNKS_HEADER, SIZE_HEADER
+from prexid.service.app.settings import DetectionSettings, Settings
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from prexid.service.state.changelog_store import CHUNKS_HEADER, SIZE_HEADER
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ import pytest
 from kafka_broker import TopicFactory
 from test_run_e2e import read_until
 
-from service.cli import build
-from service.kafka_runner import KafkaRunner
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.sources.kafka import KafkaRunner
 
 pytestmark = pytest.mark.integration
 

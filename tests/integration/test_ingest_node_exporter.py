@@ -21,10 +21,10 @@ from kafka_broker import free_ports
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.decode import prom_text
-from service.pipeline import Pipeline
-from service.processor import Message, Processor
-from service.telemetry import Telemetry
+from prexid.service.decode import prom_text
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.processor import Message, Processor
+from prexid.service.sinks.prometheus import Telemetry
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,11 @@ import pytest
 from kafka_broker import free_ports
 from promstack import Server, start_alertmanager, start_prometheus
 
-from service.cli import build
-from service.demo_sim import DemoCluster, simulate
-from service.processor import Message
-from service.serve import serve
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.http.server import serve
+from prexid.service.pipeline.processor import Message
+from prexid.service.sources.demo_cluster import DemoCluster, simulate
 
 pytestmark = pytest.mark.integration
 FIRING_SCORE = 0.5  # score01 at the firing threshold; the rules in deploy/prometheus use the same
@@ -136,7 +136,7 @@ async def test_prometheus_scrapes_the_fault_and_alertmanager_gets_the_pre_xid_th
 async def test_alerts_reach_an_alertmanager_that_was_down_when_they_fired(tmp_path: Path) -> None:
     from prometheus_client import CollectorRegistry
 
-    from service.alertmanager import AlertmanagerSink
+    from prexid.service.sinks.alertmanager import AlertmanagerSink
     from tests.unit.test_alertmanager_sink import alert
 
     [port] = free_ports(1)

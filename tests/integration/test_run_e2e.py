@@ -11,12 +11,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kafka_broker import TopicFactory
 from traffic import read_until
 
-from service.cli import build
-from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.kafka_runner import KafkaRunner
-from service.processor import Processor
-from service.series import node_of
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.pipeline.processor import Processor
+from prexid.service.pipeline.series_registry import node_of
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from prexid.service.sources.kafka import KafkaRunner
 
 pytestmark = pytest.mark.integration
 

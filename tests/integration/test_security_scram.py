@@ -13,10 +13,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from kafka_broker import KafkaBroker, KafkaBrokerError, free_ports, start_broker
 from traffic import Replica, alert_docs, has_xid, produce, read_until, settings_for
 
-from service.cli import build
-from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.kafka_runner import KafkaRunner
-from service.settings import KafkaSecurity, Settings
+from prexid.service.app.settings import KafkaSecurity, Settings
+from prexid.service.app.wiring import build
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from prexid.service.sources.kafka import KafkaRunner
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 from kafka_broker import TopicFactory
 
-from service.decode.prom_kafka_adapter import decode
-from service.sim.command import cmd_simulate
-from service.sim.config import SimConfig
-from service.sim.engine import ClusterSim
+from prexid.service.decode.prom_kafka_adapter import decode
+from prexid.service.offline.sim.command import cmd_simulate
+from prexid.service.offline.sim.config import SimConfig
+from prexid.service.offline.sim.engine import ClusterSim
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,11 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import murmur2
 
-from service.cli import build
-from service.demo_sim import Tick
-from service.kafka_runner import KafkaRunner
-from service.series import node_of
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.pipeline.series_registry import node_of
+from prexid.service.sources.demo_cluster import Tick
+from prexid.service.sources.kafka import KafkaRunner
 
 
 def settings_for(bootstrap: str, topics: dict[str, str], group: str, **extra: Any) -> Settings:
@@ -41,7 +41,7 @@ def settings_for(bootstrap: str, topics: dict[str, str], group: str, **extra: An
 
 
 def env_for(settings: Settings) -> dict[str, str]:
-    """The same settings as PREXID_* environment variables, for `python -m service.cli run`."""
+    """The same settings as PREXID_* environment variables, for `python -m prexid.service.app.cli run`."""
     return {
         "PREXID_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "PREXID_GROUP_ID": settings.group_id,
@@ -165,7 +165,7 @@ def partition_of(node: str, partitions: int) -> int:
 
 
 class ProcessReplica:
-    """`python -m service.cli run` as a child process, its log read to know which partitions it owns."""
+    """`python -m prexid.service.app.cli run` as a child process, its log read to know which partitions it owns."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -177,7 +177,13 @@ class ProcessReplica:
     async def start(cls, settings: Settings) -> ProcessReplica:
         env = {**os.environ, **env_for(settings), "PREXID_HTTP_PORT": "0"}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "service.cli", "run", "-v", env=env, stderr=asyncio.subprocess.PIPE
+            sys.executable,
+            "-m",
+            "prexid.service.app.cli",
+            "run",
+            "-v",
+            env=env,
+            stderr=asyncio.subprocess.PIPE,
         )
         return cls(proc)
 
@@ -186,7 +192,7 @@ class ProcessReplica:
         async for raw in self.proc.stderr:
             line = raw.decode(errors="replace").rstrip()
             self.lines.append(line)
-            if m := re.search(r"service.kafka_runner partition (\d+) (taken over|handed off)", line):
+            if m := re.search(r"prexid.service.sources.kafka partition (\d+) (taken over|handed off)", line):
                 (self.owned.add if m[2] == "taken over" else self.owned.discard)(int(m[1]))
 
     def log_tail(self, n: int = 30) -> str:

@@ -6,10 +6,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from service.cli import build
-from service.http import create_app
-from service.kafka_security import client_options
-from service.settings import KafkaSecurity, Settings
+from prexid.service.app.settings import KafkaSecurity, Settings
+from prexid.service.app.wiring import build
+from prexid.service.http.api import create_app
+from prexid.service.sources.kafka_security import client_options
 
 
 def client(token: str | None) -> httpx.AsyncClient:

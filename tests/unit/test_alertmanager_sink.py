@@ -7,8 +7,8 @@ import json
 import httpx
 from prometheus_client import CollectorRegistry
 
-from service.alertmanager import AlertmanagerSink, am_labels
-from service.models import Alert
+from prexid.service.schemas import Alert
+from prexid.service.sinks.alertmanager import AlertmanagerSink, am_labels
 
 NOW = 1_796_205_600.0
 

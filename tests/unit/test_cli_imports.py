@@ -8,9 +8,9 @@ import sys
 
 PROBE = """
 import sys
-from service import cli
+from prexid.service.app import cli
 cli.parser()
-import service.kafka_runner, service.serve
+import prexid.service.sources.kafka, prexid.service.http.server
 cli.build(cli.Settings())
 print(sorted(m for m in ("matplotlib", "PIL", "river") if m in sys.modules))
 """

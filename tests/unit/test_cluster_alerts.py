@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.decode.types import RawSample
-from service.models import Alert
-from service.pipeline import Pipeline
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.schemas import Alert
 
 NODES = 16
 START = 1_796_205_600.0

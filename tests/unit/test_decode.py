@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from service.decode import prom_kafka_adapter, syslog
-from service.decode.types import DecodeError, KernelLine
-from service.decode.xid import normalise_pci, parse_xid
+from prexid.service.decode import prom_kafka_adapter, syslog
+from prexid.service.decode.types import DecodeError, KernelLine
+from prexid.service.decode.xid import normalise_pci, parse_xid
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
 

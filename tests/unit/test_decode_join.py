@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.processor import Message
+from prexid.service.pipeline.processor import Message
 from tests.unit import wiring
 
 T0 = 1_796_205_600.0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from service.decode import formats
-from service.decode.kernel_events import extract_events
-from service.decode.types import DecodeError, KernelLine
-from service.models import GpuOffBusEvent, GpuResetEvent, SxidEvent, XidEvent
+from prexid.service.decode import formats
+from prexid.service.decode.kernel_events import extract_events
+from prexid.service.decode.types import DecodeError, KernelLine
+from prexid.service.schemas import GpuOffBusEvent, GpuResetEvent, SxidEvent, XidEvent
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from service.decode import formats
-from service.decode.types import DecodeError, RawSample
+from prexid.service.decode import formats
+from prexid.service.decode.types import DecodeError, RawSample
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
 T = 1_796_216_415.0  # 2026-12-02T13:00:15Z

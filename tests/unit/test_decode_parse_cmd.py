@@ -8,7 +8,7 @@ import sys
 
 import orjson
 
-from service.parse_cmd import run
+from prexid.service.app.parse_cmd import run
 
 REF = 1_796_205_600.0
 DCGM = (
@@ -65,7 +65,15 @@ def test_a_scrape_is_one_message_and_non_finite_values_are_spelt_out() -> None:
 
 def test_the_command_exits_zero_on_bad_input() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "parse", "metrics", "--format", "prom_kafka_adapter"],
+        [
+            sys.executable,
+            "-m",
+            "prexid.service.app.cli",
+            "parse",
+            "metrics",
+            "--format",
+            "prom_kafka_adapter",
+        ],
         input=b"{oops\n" + DCGM + b"\n",
         capture_output=True,
         check=False,

@@ -9,9 +9,9 @@ import struct
 import numpy as np
 from prometheus_client import CollectorRegistry
 
-from service.decode.types import RawSample
-from service.pipeline import Pipeline, PipelineConfig
-from service.processor import Message, Processor
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
+from prexid.service.pipeline.processor import Message, Processor
 from tests.unit import wiring
 
 T0 = 1_796_205_600.0

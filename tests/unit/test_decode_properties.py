@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from service.decode import formats
-from service.decode.types import DecodeError, KernelLine, Samples
-from service.processor import Message
+from prexid.service.decode import formats
+from prexid.service.decode.types import DecodeError, KernelLine, Samples
+from prexid.service.pipeline.processor import Message
 from tests.unit import wiring
 from tests.unit.test_decode_logs import LOG_CASES
 from tests.unit.test_decode_metrics import CASES

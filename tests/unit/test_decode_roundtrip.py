@@ -7,10 +7,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.decode import prom_text, telegraf
-from service.decode.kernel_events import extract_events
-from service.decode.types import KernelLine
-from service.models import XidEvent
+from prexid.service.decode import prom_text, telegraf
+from prexid.service.decode.kernel_events import extract_events
+from prexid.service.decode.types import KernelLine
+from prexid.service.schemas import XidEvent
 
 NAME = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,20}", fullmatch=True)
 LABEL = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,12}", fullmatch=True).filter(lambda k: k != "host")

@@ -6,14 +6,14 @@ import httpx
 import numpy as np
 import pytest
 
-from service.cli import build
-from service.demo_sim import DemoCluster, simulate
-from service.history import ScoreHistory
-from service.http import create_app
-from service.models import Alert
-from service.processor import Message
-from service.settings import Settings
-from service.state import ServiceState
+from prexid.service.app.service_state import ServiceState
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.http.api import create_app
+from prexid.service.http.history import ScoreHistory
+from prexid.service.pipeline.processor import Message
+from prexid.service.schemas import Alert
+from prexid.service.sources.demo_cluster import DemoCluster, simulate
 
 
 @pytest.fixture(scope="module")

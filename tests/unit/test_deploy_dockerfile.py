@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from service.settings import Settings
+from prexid.service.app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,4 +90,4 @@ def test_every_build_stage_copy_source_exists_and_is_in_the_build_context(
     for src in required:
         assert (ROOT / src).exists() and included(src, ignore), src
     assert not included(".venv", ignore) and not included("tests", ignore)
-    assert included("service/static/index.html", ignore)
+    assert included("service/http/static/index.html", ignore)

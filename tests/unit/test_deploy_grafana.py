@@ -14,8 +14,8 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.cli import build
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy/grafana/prexid.json"

@@ -8,10 +8,10 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.cli import build
-from service.demo_sim import DemoCluster, simulate
-from service.processor import Message
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.pipeline.processor import Message
+from prexid.service.sources.demo_cluster import DemoCluster, simulate
 
 DOC = Path(__file__).resolve().parents[2] / "docs/metrics.md"
 

@@ -8,14 +8,14 @@ import importlib
 import numpy as np
 import pytest
 
-from detectors.bank import DetectorBank
-from detectors.base import parse_blobs
-from detectors.multivariate import RiverNodeAnomaly
-from detectors.registry import REGISTRY
-from detectors.signals import Family, Kind
-from service.decode.types import RawSample
-from service.pipeline import Pipeline, PipelineConfig
-from service.settings import Settings
+from prexid.detectors.bank import DetectorBank
+from prexid.detectors.base import parse_blobs
+from prexid.detectors.catalog import REGISTRY
+from prexid.detectors.multivariate import RiverNodeAnomaly
+from prexid.detectors.signals import Family, Kind
+from prexid.service.app.settings import Settings
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 
 STEP = 15.0
 N = 32

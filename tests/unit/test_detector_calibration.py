@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.special import erfc
 
-from detectors.calibration import TailCalibrator
-from detectors.drift import DriftCusum
-from detectors.robust import RobustDeviation
+from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.drift import DriftCusum
+from prexid.detectors.robust import RobustDeviation
 
 STEP = 15.0
 SERIES, STEPS, BURN_IN = 400, 4000, 1500

@@ -12,10 +12,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from detectors.base import Detector, parse_blobs
-from detectors.registry import REGISTRY
-from detectors.signals import Kind
-from detectors.staleness import Staleness
+from prexid.detectors.base import Detector, parse_blobs
+from prexid.detectors.catalog import REGISTRY
+from prexid.detectors.signals import Kind
+from prexid.detectors.staleness import Staleness
 
 STEP = 15.0
 N_SERIES = 16  # two peer groups (nodes) of 8

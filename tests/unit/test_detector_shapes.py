@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Detector
-from detectors.drift import DriftCusum
-from detectors.flatline import Flatline
-from detectors.peer import PeerDeviation
-from detectors.robust import RobustDeviation
-from detectors.staleness import Staleness
+from prexid.detectors.base import Detector
+from prexid.detectors.drift import DriftCusum
+from prexid.detectors.flatline import Flatline
+from prexid.detectors.peer import PeerDeviation
+from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.staleness import Staleness
 
 STEP = 15.0
 NODES, GPUS = 6, 8

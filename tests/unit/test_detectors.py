@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from detectors.bank import DetectorBank
-from detectors.base import parse_blobs, rows, subset, unique_rounds
-from detectors.counter_rate import CounterRate
-from detectors.error_counter import ErrorCounterSurprise
-from detectors.peer import PeerDeviation
-from detectors.robust import RobustDeviation
-from detectors.signals import Kind
+from prexid.detectors.bank import DetectorBank
+from prexid.detectors.base import parse_blobs, rows, subset, unique_rounds
+from prexid.detectors.counter_rate import CounterRate
+from prexid.detectors.error_counter import ErrorCounterSurprise
+from prexid.detectors.peer import PeerDeviation
+from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.signals import Kind
 
 STEP = 15.0
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.baselines.episodes import Layout
-from service.baselines.static_rules import StaticRules
-from service.baselines.zscore import ZScore
+from prexid.service.offline.baselines.episodes import Layout
+from prexid.service.offline.baselines.static_rules import StaticRules
+from prexid.service.offline.baselines.zscore import ZScore
 
 SERIES: list[dict[str, object]] = [
     {"name": "DCGM_FI_DEV_GPU_TEMP", "labels": {"gpu": "0", "Hostname": "node-00"}},

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.evaluate.match import Detection, Label, Rules, match, parse_alert
-from service.evaluate.nab import PROFILES, normalised, raw_score, scaled_sigmoid
-from service.evaluate.summary import summarise
+from prexid.service.offline.evaluate.match import Detection, Label, Rules, match, parse_alert
+from prexid.service.offline.evaluate.nab import PROFILES, normalised, raw_score, scaled_sigmoid
+from prexid.service.offline.evaluate.summary import summarise
 
 XID = 10_000.0
 GPU_FAILURE = Label("f1", "xid79_fell_off_bus", "node-01", 3, XID - 1800, XID, 79, True, XID)
@@ -122,8 +122,8 @@ def test_nab_only_the_first_detection_in_a_window_counts_and_misses_cost_fn() ->
 
 
 def test_univariate_replay_scores_each_point_from_past_data_only(tmp_path: Path) -> None:
-    from service.evaluate.nab import read_scores
-    from service.evaluate.univariate import replay_csv
+    from prexid.service.offline.evaluate.nab import read_scores
+    from prexid.service.offline.evaluate.univariate import replay_csv
 
     rng = np.random.default_rng(0)
     values = 10 + rng.normal(0, 0.5, 300)
@@ -145,7 +145,7 @@ def test_univariate_replay_scores_each_point_from_past_data_only(tmp_path: Path)
 
 
 def test_nab_windows_file_in_nabs_own_format_reads_as_utc(tmp_path: Path) -> None:
-    from service.evaluate.nab import read_windows
+    from prexid.service.offline.evaluate.nab import read_windows
 
     path = tmp_path / "combined_windows.json"
     path.write_text(

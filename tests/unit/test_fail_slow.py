@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.fail_slow import FailSlow
-from detectors.peer import PeerDeviation
-from service.decode.types import RawSample
-from service.models import Alert
-from service.pipeline import Pipeline
+from prexid.detectors.fail_slow import FailSlow
+from prexid.detectors.peer import PeerDeviation
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.schemas import Alert
 
 GPUS = 8
 START = 1_796_205_600.0

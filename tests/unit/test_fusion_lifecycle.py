@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.bank import Evidence
-from detectors.fusion import Fusion, FusionConfig, score01
-from detectors.lifecycle import Lifecycle, LifecycleConfig
-from detectors.rate_limit import RateLimiter
-from detectors.signals import Family
+from prexid.detectors.bank import Evidence
+from prexid.detectors.fusion import Fusion, FusionConfig, score01
+from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig
+from prexid.detectors.rate_limit import RateLimiter
+from prexid.detectors.signals import Family
 
 FIRE = LifecycleConfig().fire
 

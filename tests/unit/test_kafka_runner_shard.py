@@ -9,11 +9,11 @@ import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from service.cli import build
-from service.kafka_runner import KafkaRunner, Shard, alert_key
-from service.models import Alert
-from service.processor import Processor
-from service.settings import Settings
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.pipeline.processor import Processor
+from prexid.service.schemas import Alert
+from prexid.service.sources.kafka import KafkaRunner, Shard, alert_key
 
 TP = TopicPartition("metrics", 1)
 

@@ -6,18 +6,18 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 
-from detectors.signals import Family
-from service.cli import build
-from service.decode.types import RawSample
-from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.explain import node_evidence
-from service.http import create_app
-from service.models import Alert
-from service.pipeline import Pipeline
-from service.processor import Message, Output, Processor
-from service.series import SeriesRegistry, normalise_host
-from service.settings import Settings
-from service.state import ServiceState
+from prexid.detectors.signals import Family
+from prexid.service.app.service_state import ServiceState
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.decode.types import RawSample
+from prexid.service.http.api import create_app
+from prexid.service.http.evidence import node_evidence
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
+from prexid.service.schemas import Alert
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 
 
 def replay(cluster: DemoCluster) -> tuple[list[Alert], ServiceState, Processor]:

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from service.decode import prom_kafka_adapter
-from service.kafka_runner import to_run
-from service.processor import Message, Processor
+from prexid.service.decode import prom_kafka_adapter
+from prexid.service.pipeline.processor import Message, Processor
+from prexid.service.sources.kafka import to_run
 from tests.unit import wiring
 from tests.unit.test_decode_properties import FUZZ, mutated
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.settings import Settings
+from prexid.service.app.settings import Settings
 
 
 def test_environment_overrides_the_toml_file_which_overrides_defaults(

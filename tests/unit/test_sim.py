@@ -11,15 +11,15 @@ import numpy as np
 import orjson
 import pytest
 
-from service.decode.prom_kafka_adapter import decode as decode_adapter
-from service.decode.syslog import decode as decode_syslog
-from service.decode.xid import parse_xid
-from service.replay import cmd_replay
-from service.settings import Settings
-from service.sim.command import cmd_simulate
-from service.sim.config import SimConfig
-from service.sim.engine import ClusterSim
-from service.sim.wire import AdapterEncoder
+from prexid.service.app.settings import Settings
+from prexid.service.decode.prom_kafka_adapter import decode as decode_adapter
+from prexid.service.decode.syslog import decode as decode_syslog
+from prexid.service.decode.xid import parse_xid
+from prexid.service.offline.replay import cmd_replay
+from prexid.service.offline.sim.command import cmd_simulate
+from prexid.service.offline.sim.config import SimConfig
+from prexid.service.offline.sim.engine import ClusterSim
+from prexid.service.offline.sim.wire import AdapterEncoder
 
 SMALL = SimConfig(nodes=4, gpus=2, days=0.2, failures_per_day=40.0, warmup_s=3600.0, seed=3)
 

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from detectors.base import array_pieces, load_array, pack_arrays, parse_blobs, unpack_arrays
-from detectors.signals import Kind
-from service import snapshot
-from service.cli import build
-from service.demo_sim import DemoCluster, DemoFault, simulate
-from service.models import Alert
-from service.processor import Message, Processor
-from service.settings import DetectionSettings, Settings
-from service.state_store import Inflate, compressed_chunks
+from prexid.detectors.base import array_pieces, load_array, pack_arrays, parse_blobs, unpack_arrays
+from prexid.detectors.signals import Kind
+from prexid.service.app.settings import DetectionSettings, Settings
+from prexid.service.app.wiring import build
+from prexid.service.pipeline.processor import Message, Processor
+from prexid.service.schemas import Alert
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from prexid.service.state import snapshot
+from prexid.service.state.changelog_store import Inflate, compressed_chunks
 
 INCIDENT = DemoCluster(nodes=3, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from detectors.xid_bursts import XidBursts
-from service.decode.types import RawSample
-from service.models import Alert, XidEvent
-from service.pipeline import Pipeline
+from prexid.detectors.xid_bursts import XidBursts
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.schemas import Alert, XidEvent
 
 T0 = 1_796_205_600.0
 

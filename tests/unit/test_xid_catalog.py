@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from detectors.xid_catalog import CATALOG, ROWS, xid_info
+from prexid.detectors.xid_catalog import CATALOG, ROWS, xid_info
 
 FATAL_FOR_THE_JOB = {48, 62, 64, 74, 79, 95, 119, 120}
 

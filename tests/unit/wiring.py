@@ -1,4 +1,4 @@
-"""A `Processor` over its own pipeline and Prometheus registry, wired as `service.cli.build` wires one,
+"""A `Processor` over its own pipeline and Prometheus registry, wired as `prexid.service.app.wiring.build` wires one,
 for tests that drive decoding and the pipeline without settings."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
 
-from service.pipeline import Pipeline
-from service.processor import Processor
-from service.telemetry import Telemetry
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.processor import Processor
+from prexid.service.sinks.prometheus import Telemetry
 
 
 def processor(

@@ -1,0 +1,43 @@
+"""Every detector prexid ships, by name, with the fault shape it exists for.
+
+The conformance suite (tests/unit/test_detector_conformance.py) runs every entry here through the same
+checks, so a detector added to this table is checked without anyone remembering to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prexid.detectors.base import Detector
+from prexid.detectors.counter_rate import CounterRate
+from prexid.detectors.drift import DriftCusum
+from prexid.detectors.error_counter import ErrorCounterSurprise
+from prexid.detectors.flatline import Flatline
+from prexid.detectors.multivariate import RiverNodeAnomaly
+from prexid.detectors.peer import PeerDeviation
+from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.signals import Kind
+from prexid.detectors.staleness import Staleness
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    make: Callable[[], Detector]
+    finds: str  # the fault shape it exists for
+    reads: Kind = Kind.GAUGE  # the kind of series it is meant for
+    cheap: bool = True  # pure numpy over arrays (False: per-node Python, optional)
+
+
+REGISTRY: dict[str, Registered] = {
+    RobustDeviation.name: Registered(RobustDeviation, "level shift or spike against its own baseline"),
+    DriftCusum.name: Registered(DriftCusum, "slow creep: temperature, clocks, a growing rate"),
+    Flatline.name: Registered(Flatline, "a value stuck at one reading"),
+    Staleness.name: Registered(Staleness, "a series or a whole exporter stops reporting"),
+    PeerDeviation.name: Registered(PeerDeviation, "a GPU or node that departs from its peers"),
+    CounterRate.name: Registered(CounterRate, "a throughput counter's rate shifts", Kind.COUNTER),
+    ErrorCounterSurprise.name: Registered(
+        ErrorCounterSurprise, "error counter grows faster than usual", Kind.ERROR_COUNTER
+    ),
+    RiverNodeAnomaly.name: Registered(RiverNodeAnomaly, "a node's joint metric vector is new", cheap=False),
+}

@@ -1,0 +1,56 @@
+"""What the HTTP side reads: the live pipeline, its telemetry, and whether the feed is ready."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
+
+from prexid.service.http.history import ScoreHistory
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.schemas import Alert
+from prexid.service.sinks.prometheus import Telemetry
+
+
+@dataclass
+class ServiceState:
+    pipeline: Pipeline
+    telemetry: Telemetry
+    ready: bool = False
+    not_ready_reason: str = "starting"
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
+    history: ScoreHistory = field(default_factory=lambda: ScoreHistory(120))
+    alert_listeners: list[Callable[[list[Alert]], None]] = field(default_factory=list)  # sinks
+    shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
+    admin_token: SecretStr | None = None  # admin endpoints are off without one
+    checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint
+
+    def active_alerts(self) -> dict[str, Alert]:
+        """Firing alerts of the pipeline and of every partition this replica owns."""
+        merged = dict(self.pipeline.active)
+        for shard in self.shards.values():
+            merged |= shard.active
+        return merged
+
+    def pipeline_of(self, node: str) -> Pipeline:
+        """The pipeline holding `node`'s series: its partition's under `prexid run`, else the only one."""
+        for shard in self.shards.values():
+            if any(e.node == node for e in shard.registry.entities):
+                return shard
+        return self.pipeline
+
+    def pipelines(self) -> list[Pipeline]:
+        """Every live pipeline: one per owned partition under `prexid run`, else the only one."""
+        return list(self.shards.values()) or [self.pipeline]
+
+    @classmethod
+    def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
+        state: ServiceState
+        telemetry = Telemetry(CollectorRegistry(), lambda: state.pipelines())  # bound late: shards change
+        state = cls(pipeline, telemetry, history=ScoreHistory(history_ticks))
+        telemetry.partitions.set_function(lambda: len(state.shards))
+        pipeline.tick_listeners.append(state.history.record)
+        return state

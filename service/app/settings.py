@@ -1,0 +1,154 @@
+"""All of prexid's settings in one frozen class: environment `PREXID_*`, an optional TOML file, defaults.
+
+Built once in `main` and passed down; nothing reads the environment at import time.
+Precedence: explicit arguments > environment > TOML file (`PREXID_CONFIG_FILE` or `--config`) > defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from prexid.detectors.fusion import FusionConfig
+from prexid.detectors.lifecycle import LifecycleConfig
+from prexid.service.pipeline.pipeline import PipelineConfig
+from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL
+
+
+class DetectionSettings(BaseModel):
+    """Detection tunables; defaults are what `prexid evaluate` was tuned on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step_s: float = Field(15.0, gt=0, description="fusion tick, one scrape interval")
+    lateness_s: float = Field(10.0, ge=0, description="how late a sample may arrive and still count")
+    fire_threshold: float = Field(9.0, gt=0, description="fused surprise (-log10 p) that starts an alert")
+    resolve_threshold: float = Field(4.0, gt=0)
+    persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
+    clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
+    max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
+    multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
+
+    def pipeline_config(
+        self, cluster: str, runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    ) -> PipelineConfig:
+        return PipelineConfig(
+            cluster=cluster,
+            runbook_base_url=runbook_base_url,
+            lateness_s=self.lateness_s,
+            max_series=self.max_series,
+            multivariate=self.multivariate,
+            fusion=FusionConfig(step_s=self.step_s),
+            lifecycle=LifecycleConfig(
+                fire=self.fire_threshold,
+                resolve=self.resolve_threshold,
+                persist_ticks=self.persist_ticks,
+                clear_ticks=self.clear_ticks,
+            ),
+        )
+
+
+class KafkaSecurity(BaseModel):
+    """How prexid authenticates to Kafka: SASL (SCRAM) and/or TLS. Secrets are SecretStr: never logged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = Field(None, description="CA bundle that signed the brokers' certificates")
+    ssl_certfile: Path | None = Field(None, description="client certificate, for mutual TLS")
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PREXID_", env_nested_delimiter="__", frozen=True)
+
+    config_file: Path | None = None
+    cluster: str = "default"
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    group_id: str = "prexid"
+    metrics_topics: list[str] = ["prexid.metrics"]
+    logs_topics: list[str] = ["prexid.kernel-logs"]
+    alerts_topic: str = "prexid.alerts"
+    dead_letter_topic: str = "prexid.dead-letters"
+    metrics_format: str = "prom_kafka_adapter"
+    logs_format: str = "syslog"
+    topic_formats: dict[str, str] = Field(
+        default_factory=dict, description="per-topic format overriding metrics_format/logs_format"
+    )
+    batch_max_records: int = Field(
+        40_000,
+        ge=1,
+        description="records a batch takes at most: a batch costs each owned partition ~1 ms beyond its "
+        "records, and 10,000 spread over a replica's shards (about a scrape each) made a replica ~6% "
+        "slower; memory holds one batch (~30 MB)",
+    )
+    batch_timeout_ms: int = Field(200, ge=1)
+    kafka_security: KafkaSecurity = KafkaSecurity()
+    state_topic: str | None = Field(
+        None, description="compacted snapshot changelog; default <group_id>.state"
+    )
+    state_replication_factor: int = Field(
+        1, ge=1, description="replicas of the state topic (3 in production)"
+    )
+    checkpoint_interval_s: float = Field(30.0, gt=0, description="how often partition state is snapshotted")
+    snapshot_chunk_bytes: int = Field(
+        4 * 2**20, ge=1024, description="snapshots travel in chunks of this size (broker message limit)"
+    )
+    session_timeout_ms: int = Field(10_000, ge=1000, description="how soon a dead replica's partitions move")
+
+    alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
+    alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")
+
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(8000, ge=0, le=65535)
+    admin_token: SecretStr | None = Field(None, description="bearer token the admin HTTP endpoints require")
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
+
+    detection: DetectionSettings = DetectionSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _TomlFromSetting(settings_cls, init_settings, env_settings)
+
+
+class _TomlFromSetting(PydanticBaseSettingsSource):
+    """Reads the TOML file named by `config_file` (given as an argument or in the environment)."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+    ) -> None:
+        super().__init__(settings_cls)
+        self._init, self._env = init_settings, env_settings
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = self._init().get("config_file") or self._env().get("config_file")
+        if not path:
+            return {}
+        return TomlConfigSettingsSource(self.settings_cls, toml_file=Path(path))()

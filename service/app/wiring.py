@@ -1,0 +1,36 @@
+"""How the parts are put together: one pipeline, its processor, the shared live state and the sinks.
+
+The CLI, replay, the bench and the tests all wire through here, so each runs what production runs.
+"""
+
+from __future__ import annotations
+
+from prexid.service.app.service_state import ServiceState
+from prexid.service.app.settings import Settings
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.processor import Processor
+
+
+def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
+    """A pipeline and its processor. With `state` (one more partition of `prexid run`), the new
+    processor shares that state's telemetry and alert sinks."""
+    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
+    first = state is None
+    if state is None:
+        state = ServiceState.new(pipeline, settings.history_ticks)
+        state.admin_token = settings.admin_token
+    processor = Processor(
+        pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
+    )
+    if first and settings.alertmanager_urls:
+        from prexid.service.sinks.alertmanager import AlertmanagerSink
+
+        sink = AlertmanagerSink(
+            settings.alertmanager_urls,
+            state.telemetry.registry,
+            resend_interval_s=settings.alertmanager_resend_s,
+        )
+        state.alert_listeners.append(sink.submit)
+        state.background.append(sink.run)
+    processor.listeners = state.alert_listeners
+    return state, processor

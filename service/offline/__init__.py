@@ -1,0 +1,1 @@
+"""Tools that run beside the service, never in it: simulator, replay, evaluation, baselines, bench."""

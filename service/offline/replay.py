@@ -1,0 +1,222 @@
+"""`prexid replay`: the service's own pipeline over recorded files, as fast as event time allows.
+
+Inputs: a `prexid simulate` directory (columnar `metrics-*.npz` + `series.jsonl`, or wire
+`metrics.jsonl`) with its `kernel.log`, or explicit `--metrics`/`--logs` files in the configured formats.
+Metrics and kernel lines are merged in event-time order: each scrape first, then the lines stamped
+before the next one. Wire files go through `Processor` (decode included); columnar files skip only the
+JSON decode and feed `Pipeline.ingest_columns`, the same vectorised core. Alerts are written as JSON
+lines with `emitted_at`, the event time at which the pipeline emitted them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import orjson
+from numpy.typing import NDArray
+from rich.console import Console
+
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.decode.syslog import decode as decode_syslog
+from prexid.service.decode.types import DecodeError, Samples
+from prexid.service.offline.sim.command import progress
+from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.schemas import Alert
+
+_TS = re.compile(rb'"timestamp":"([^"]+)"')
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", nargs="?", type=Path, help="a `prexid simulate` output directory")
+    p.add_argument("--metrics", type=Path, help="metrics file (one message per line)")
+    p.add_argument("--logs", type=Path, help="kernel log file (one line per message)")
+    p.add_argument("--out", type=Path, default=Path("alerts.jsonl"), help="alerts as JSON lines")
+    p.add_argument("--baselines", action="store_true", help="also run the baselines (columnar input only)")
+    p.add_argument("--csv", type=Path, help="univariate mode: a timestamp,value CSV (see docs/evaluation.md)")
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    console = Console(stderr=True)
+    if args.csv:
+        from prexid.service.offline.evaluate.univariate import replay_csv
+
+        n = replay_csv(args.csv, args.out)
+        console.print(f"scored {n} points of {args.csv} -> {args.out}")
+        return 0
+    _state, processor = build(settings)
+    columnar, metrics = _inputs(args)
+    dead_path = args.out.with_suffix(".dead-letters.jsonl")
+    with args.out.open("wb") as out, dead_path.open("wb") as dead:
+        writer = AlertWriter(out, dead)
+        if columnar:
+            n = _replay_with_baselines(args.data, args.baselines, args.out.parent, processor, writer, console)
+        else:
+            logs = args.logs or (args.data / "kernel.log" if args.data else None)
+            n = replay_wire(metrics, logs, processor, writer, console)
+    if writer.dead:
+        console.print(f"[red]{writer.dead} unreadable messages[/red] -> {dead_path} (with reasons)")
+    console.print(f"{n} scrapes replayed, {writer.count} alert messages -> {args.out}")
+    return 0
+
+
+def _inputs(args: argparse.Namespace) -> tuple[bool, Path]:
+    """Columnar directory or a metrics file; a clear error when neither is there."""
+    data: Path | None = args.data
+    if data is not None and (data / "series.jsonl").exists():
+        return True, data
+    if args.baselines:
+        raise SystemExit("replay: --baselines needs a columnar `prexid simulate` directory")
+    metrics = args.metrics or (data / "metrics.jsonl" if data else None)
+    if metrics is None or not metrics.exists():
+        raise SystemExit(f"replay: no series.jsonl or metrics.jsonl in {data} (or give --metrics FILE)")
+    return False, metrics
+
+
+def _replay_with_baselines(
+    data: Path, baselines: bool, out_dir: Path, processor: Processor, writer: AlertWriter, console: Console
+) -> int:
+    from prexid.service.offline.baselines.runner import BaselineRunner
+
+    runner = BaselineRunner(data, out_dir) if baselines else None
+    n = replay_columnar(data, processor, writer, console, runner)
+    if runner is not None:
+        runner.close()
+    return n
+
+
+class AlertWriter:
+    """Alerts as JSON lines with `emitted_at`; messages that could not be read go to a dead-letter file."""
+
+    def __init__(self, out: IO[bytes], dead: IO[bytes]) -> None:
+        self.out, self.dead_out = out, dead
+        self.count = self.dead = 0
+
+    def write(self, output: Output, emitted_at: float) -> list[Alert]:
+        for alert in output.alerts:
+            self.out.write(orjson.dumps({**alert.model_dump(mode="json"), "emitted_at": emitted_at}) + b"\n")
+        for dl in output.dead_letters:
+            record = {"reason": dl.reason, "detail": dl.detail, "source": dl.message.topic}
+            self.dead_out.write(
+                orjson.dumps({**record, "payload": dl.message.payload.decode(errors="replace")}) + b"\n"
+            )
+        self.count += len(output.alerts)
+        self.dead += len(output.dead_letters)
+        return output.alerts
+
+
+class LogFeed:
+    """Kernel lines in file order, handed out up to a given event time."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.lines: list[tuple[float, bytes]] = []
+        self.pos = 0
+        self.path = path
+
+    def prime(self, ref_ts: float) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        for raw in self.path.read_bytes().splitlines():
+            try:
+                ts = decode_syslog(raw, ref_ts)[0].ts
+            except DecodeError:
+                ts = ref_ts  # still replayed: the processor dead-letters it with its reason
+            self.lines.append((ts, raw))
+        self.lines.sort(key=lambda x: x[0])
+
+    def until(self, ts: float) -> list[Message]:
+        out = []
+        while self.pos < len(self.lines) and self.lines[self.pos][0] < ts:
+            t, raw = self.lines[self.pos]
+            out.append(Message(raw, t, "replay.kernel-logs"))
+            self.pos += 1
+        return out
+
+
+METRICS_SOURCE = "replay.metrics:0"
+
+
+def replay_columnar(
+    data: Path, processor: Processor, writer: AlertWriter, console: Console, baselines: object
+) -> int:
+    """Each scrape goes into the pipeline's event-time buffer as columns (series interned once, through
+    the pipeline's own `add_samples` on the first scrape), exactly as `add_samples` would put it."""
+    pipe = processor.pipeline
+    series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
+    names, labels = [s["name"] for s in series], [s["labels"] for s in series]
+    chunks = sorted(data.glob("metrics-*.npz"))
+    logs = LogFeed(data / "kernel.log")
+    ids = np.zeros(0, dtype=np.int64)
+    n, last = 0, 0.0
+    with progress(console) as bar:
+        task = bar.add_task("replaying (columnar)", total=len(chunks))
+        for ts_arr, values in _chunks(chunks):
+            for ts, row in zip(ts_arr.tolist(), values, strict=True):
+                writer.write(processor.process([], logs.until(ts), ()), ts)  # lines stamped before it
+                if n == 0:
+                    logs.prime(ts)
+                    pipe.add_samples(Samples(names, labels, [ts] * len(names), row.tolist()), METRICS_SOURCE)
+                    ids = pipe.registry.intern_many(names, labels)
+                else:
+                    present = ~np.isnan(row)
+                    pipe.buffer.add(ids[present], np.full(int(present.sum()), ts), row[present])
+                    pipe.watermarks.observe(METRICS_SOURCE, ts)
+                writer.write(Output(alerts=pipe.advance()), ts)
+                last = ts
+                if baselines is not None:
+                    baselines.observe(ts, row)  # type: ignore[attr-defined]
+                n += 1
+            bar.advance(task)
+    writer.write(processor.process([], logs.until(np.inf), (), drain=True), last + 15.0)
+    return n
+
+
+def _chunks(paths: list[Path]) -> Iterator[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+    for path in paths:
+        with np.load(path) as blob:
+            yield blob["ts"], blob["values"]
+
+
+def replay_wire(
+    metrics: Path, logs_path: Path | None, processor: Processor, writer: AlertWriter, console: Console
+) -> int:
+    logs = LogFeed(logs_path)
+    n = 0
+    size = metrics.stat().st_size
+    with progress(console) as bar, metrics.open("rb") as f:
+        task = bar.add_task("replaying (wire)", total=size)
+        for ts, batch, nbytes in _scrapes(f):
+            if n == 0:
+                logs.prime(ts)
+            writer.write(processor.process([], logs.until(ts), ()), ts)  # lines stamped before this scrape
+            writer.write(processor.process(batch, [], ()), ts)
+            n += 1
+            bar.advance(task, nbytes)
+        writer.write(processor.process([], logs.until(np.inf), (), drain=True), ts if n else 0.0)
+    return n
+
+
+def _scrapes(f: IO[bytes]) -> Iterator[tuple[float, list[Message], int]]:
+    """Consecutive lines with the same timestamp form one batch (the adapter writes scrape by scrape)."""
+    from prexid.service.decode.common import parse_rfc3339
+
+    batch: list[Message] = []
+    stamp, nbytes, ts = b"", 0, 0.0
+    for line in f:
+        m = _TS.search(line)
+        key = m.group(1) if m else stamp
+        if key != stamp and batch:
+            yield ts, batch, nbytes
+            batch, nbytes = [], 0
+        if key != stamp:
+            stamp = key
+            ts = parse_rfc3339(key.decode()) if key else ts
+        batch.append(Message(line.rstrip(b"\n"), ts, "replay.metrics", 0))
+        nbytes += len(line)
+    if batch:
+        yield ts, batch, nbytes

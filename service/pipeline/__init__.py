@@ -1,0 +1,1 @@
+"""Per-partition processing: decode calls, the series registry, detection, Xid alerts."""

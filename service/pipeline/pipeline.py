@@ -1,0 +1,321 @@
+"""The pipeline: decoded samples and Xid events in, alerts out. Synchronous, pure CPU, event-time driven.
+
+Kafka (`prexid.service.sources.kafka`), the embedded demo and file replay all drive this one class, so what a
+test replays is exactly what production runs. Samples wait in a reorder buffer until the event-time
+watermark (`prexid.detectors.watermark`) passes them, then run through the detectors tick by tick: at every
+tick the fusion layer is evaluated and the alert lifecycle advanced, however large the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from prexid.detectors.bank import DetectorBank, Evidence
+from prexid.detectors.cluster import cluster_families, cluster_fused
+from prexid.detectors.fusion import Fusion, FusionConfig, score01
+from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
+from prexid.detectors.peer import PeerGroups
+from prexid.detectors.rate_limit import RateLimiter
+from prexid.detectors.signals import WORK_RATE_METRICS, Family, Kind
+from prexid.detectors.watermark import ReorderBuffer, Watermarks
+from prexid.service.decode.types import RawSample, Samples
+from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesRegistry
+from prexid.service.pipeline.xid_alerts import XidAlerts
+from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    cluster: str = "default"
+    lateness_s: float = 10.0
+    xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
+    max_series: int = 2_000_000
+    # a cluster-wide shift must outlast routine ones: a checkpoint's NFS burst (about three minutes), a
+    # job restart reading its checkpoint back (up to eight); an NFS storm lasts a quarter hour and more
+    cluster_persist_ticks: int = 40
+    max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
+    multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+
+
+def fingerprint(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+
+
+class Pipeline:
+    def __init__(self, config: PipelineConfig | None = None) -> None:
+        self.config = config or PipelineConfig()
+        self.registry = SeriesRegistry(max_series=self.config.max_series)
+        self.bank = DetectorBank(multivariate=self.config.multivariate)
+        self.peer_groups = PeerGroups()
+        self.fusion = Fusion(self.config.fusion)
+        self.lifecycle = Lifecycle(self.config.lifecycle)
+        self.cluster_lifecycle = Lifecycle(
+            dataclasses.replace(self.config.lifecycle, persist_ticks=self.config.cluster_persist_ticks)
+        )
+        self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
+        self.watermarks = Watermarks(self.config.lateness_s)
+        self.buffer = ReorderBuffer()
+        self.next_tick = -np.inf
+        self.active: dict[str, Alert] = {}  # firing alerts by fingerprint
+        self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
+        self.fused_scores = np.zeros(0)
+        self.cluster_score = 0.0
+        self._cluster_families: list[Family] = []
+        self.samples_seen = 0
+        self.registered = 0  # series the detectors have been told about (ids below this)
+        self.xid_alerts = XidAlerts(self, fingerprint)
+        # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
+        self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
+
+    # -- metrics -------------------------------------------------------------------------------------
+    @property
+    def watermark(self) -> float:
+        """Event time up to which every sample has been scored."""
+        return self.watermarks.value
+
+    def ingest_samples(self, samples: Samples | Sequence[RawSample], source: str = "default") -> list[Alert]:
+        """Add one source's samples, then score whatever the watermark has released."""
+        self.add_samples(samples, source)
+        return self.advance()
+
+    def add_samples(self, samples: Samples | Sequence[RawSample], source: str) -> None:
+        """Intern and buffer samples (columns, or rows for convenience); `source` is where they came
+        from (a Kafka topic partition)."""
+        if not isinstance(samples, Samples):
+            samples = Samples.of(samples)
+        if len(samples):
+            ids = self.registry.intern_many(samples.names, samples.labels)
+            self.add_series(ids, np.array(samples.ts, dtype=np.float64), np.array(samples.values), source)
+
+    def add_series(
+        self, ids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64], source: str
+    ) -> None:
+        """Buffer samples of series already interned in `registry` (-1: refused by the cardinality
+        limit, dropped). Series interned since the last call are registered with the detectors here,
+        so callers may intern one at a time and hand over whole columns."""
+        reg = self.registry
+        if len(reg) > self.registered:
+            new = np.arange(self.registered, len(reg), dtype=np.int64)
+            self.bank.set_kinds(new, reg.kind_of[new])
+            self._set_groups(new)
+            self.fusion.ensure(len(reg.entities))
+            self.fusion.parent[: len(reg.entities)] = reg.parent_of
+            self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
+            self.registered = len(reg)
+        if len(ids):
+            kept = ids >= 0
+            self.buffer.add(ids[kept], ts[kept], values[kept])
+            self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
+
+    def advance(self, drain: bool = False) -> list[Alert]:
+        """Score released samples in event-time order, evaluating every tick the watermark passed.
+
+        `drain` (end of a replay) releases everything buffered, as if no more samples could come.
+        """
+        wm = self.watermark + self.config.lateness_s if drain else self.watermark
+        ids, ts, values = self.buffer.release(wm)
+        self.samples_seen += len(ids)
+        step = self.config.fusion.step_s
+        if not np.isfinite(self.next_tick) and len(ts) and np.isfinite(ts[0]):
+            self.next_tick = float(np.floor(ts[0] / step) * step + step)
+        alerts: list[Alert] = []
+        start = 0
+        while np.isfinite(self.next_tick) and self.next_tick <= wm:
+            end = int(np.searchsorted(ts, self.next_tick, side="right"))
+            self._score(ids[start:end], ts[start:end], values[start:end])
+            start = end
+            alerts += self._evaluate(self.next_tick)
+            # jump over ticks with no data: the fusion layer ages held evidence across the gap
+            upcoming = ts[start] if start < len(ts) else wm
+            self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
+        self._score(ids[start:], ts[start:], values[start:])
+        return alerts
+
+    def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> None:
+        if not len(ids):
+            return
+        ev = self.bank.update(ids, ts, values)
+        fam = self.registry.family_of[ids]
+        scored = fam != NO_FAMILY
+        self.fusion.ensure(len(self.registry.entities))
+        up = ev.up()[scored] ^ self.registry.falls_with_load[ids[scored]]  # "busier", "worse"
+        self.fusion.ingest(
+            Evidence(ids[scored], ts[scored], values[scored], ev.p[scored], up),
+            self.registry.entity_of[ids[scored]],
+            fam[scored],
+            self.registry.kind_of[ids[scored]] == Kind.ERROR_COUNTER,
+        )
+        if ev.fail_slow_p is not None and (behind := ev.fail_slow_p < 1.0).any():
+            n = int(behind.sum())
+            self.fusion.ingest(
+                Evidence(
+                    ids[behind], ts[behind], values[behind], ev.fail_slow_p[behind], np.zeros(n, dtype=bool)
+                ),
+                self.registry.entity_of[ids[behind]],
+                np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
+            )
+
+    def _set_groups(self, new: np.ndarray) -> None:
+        """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
+        watches them): registration time, not per sample, one decode of each series' key."""
+        reg, groups = self.registry, self.peer_groups
+        peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
+        work_rate = np.zeros(len(new), dtype=bool)
+        for i, sid in enumerate(new.tolist()):
+            ent = reg.entities[int(reg.entity_of[sid])]
+            name, labels = reg.series(sid)
+            peer[i] = groups.group_of(name, labels, ent.node, ent.gpu)
+            node[i] = groups.node_of(ent.node)
+            work_rate[i] = ent.gpu is not None and name in WORK_RATE_METRICS
+        self.bank.set_groups(new, peer, node)
+        self.bank.watch_work_rate(new[work_rate])
+
+    def _ingest_silence(self, tick: float) -> None:
+        """Staleness evidence for series that stopped reporting, in the liveness family of their entity."""
+        ids, p = self.bank.sweep(tick)
+        if len(ids) == 0:
+            return
+        fam = np.full(len(ids), Family.LIVENESS, dtype=np.uint8)
+        self.fusion.ingest(
+            Evidence(ids, np.full(len(ids), tick), np.full(len(ids), np.nan), p),
+            self.registry.entity_of[ids],
+            fam,
+        )
+
+    def _evaluate(self, tick: float) -> list[Alert]:
+        n = len(self.registry.entities)
+        self.fusion.ensure(n)  # parents are set when series register (`add_series`), not every tick
+        self._ingest_silence(tick)
+        fused = self.fusion.evaluate(tick)
+        self.fused_scores = fused
+        for listener in self.tick_listeners:
+            listener(tick, fused, self.fusion.at_tick)
+        alerts = [
+            self._transition_alert(t)
+            for t in self.lifecycle.step(fused, tick)
+            if (
+                self.rate_limit.allow_firing(t.entity, t.at)
+                if t.firing
+                else self.rate_limit.allow_resolve(t.entity)
+            )
+        ]
+        cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
+        self.cluster_score = float(cluster[0])
+        return alerts + [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+
+    def _cluster_alert(self, tr: Transition) -> Alert:
+        """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
+        families = cluster_families(self.fusion)
+        if tr.firing:
+            self._cluster_families = families
+        families = families or self._cluster_families
+        names = ", ".join(f.label for f in families)
+        share = max((float(self.fusion.common_share[f]) for f in families), default=0.0)
+        fp = fingerprint(self.config.cluster, "cluster", tr.starts_at)
+        summary = (
+            f"{names} anomalous on {share:.0%} of the cluster at once: one shared cause, node pages held back"
+            if tr.firing
+            else f"cluster-wide {names} anomaly is over"
+        )
+        signals = [
+            Signal(
+                family=f.label,
+                metric="share_of_entities",
+                labels={},
+                value=round(float(self.fusion.common_share[f]), 3),
+                baseline=None,
+                surprise=0.0,
+            )
+            for f in families
+        ]
+        alert = Alert(
+            fingerprint=fp,
+            status="firing" if tr.firing else "resolved",
+            kind="cluster",
+            severity="warning",
+            cluster=self.config.cluster,
+            node="",
+            gpu=None,
+            starts_at=rfc3339(tr.starts_at),
+            ends_at=None if tr.firing else rfc3339(tr.at),
+            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            signals=signals,
+            summary=summary,
+            runbook_url=runbook_url("cluster", self.config.runbook_base_url),
+        )
+        if tr.firing:
+            self.active[fp] = alert
+        else:
+            self.active.pop(fp, None)
+        return alert
+
+    def _transition_alert(self, tr: Transition) -> Alert:
+        ent = self.registry.entities[tr.entity]
+        kind = "pre_xid" if ent.gpu is not None else "node"
+        fp = fingerprint(self.config.cluster, kind, ent.node, ent.gpu, tr.starts_at)
+        what = f"GPU {ent.gpu} on {ent.node}" if ent.gpu is not None else f"node {ent.node}"
+        signals = self._signals(tr.entity)
+        families = ", ".join(dict.fromkeys(s.family for s in signals)) or "no family"
+        alert = Alert(
+            fingerprint=fp,
+            status="firing" if tr.firing else "resolved",
+            kind=kind,
+            severity="warning",
+            cluster=self.config.cluster,
+            node=ent.node,
+            gpu=ent.gpu,
+            starts_at=rfc3339(tr.starts_at),
+            ends_at=None if tr.firing else rfc3339(tr.at),
+            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            signals=signals,
+            summary=(
+                f"{what} is degrading ahead of a likely Xid ({families})"
+                if kind == "pre_xid"
+                else f"{what} is anomalous ({families})"
+            )
+            if tr.firing
+            else f"{what} no longer shows anomalous signals",
+            runbook_url=runbook_url(kind, self.config.runbook_base_url),
+        )
+        if tr.firing:
+            self.active[fp] = alert
+            if ent.gpu is not None:
+                self.pre_xid_fired[tr.entity] = (tr.at, fp)
+        else:
+            self.active.pop(fp, None)
+        return alert
+
+    def _signals(self, entity: int) -> list[Signal]:
+        out = []
+        for fam in self.fusion.voting_families(entity):
+            sid = int(self.fusion.top_series[entity, fam])
+            if sid < 0:
+                continue
+            value = float(self.fusion.top_value[entity, fam])
+            base = float(self.bank.baseline(np.array([sid]))[0])
+            metric, labels = self.registry.series(sid)
+            out.append(
+                Signal(
+                    family=Family(fam).label,
+                    metric=metric,
+                    labels=labels,
+                    value=value if np.isfinite(value) else None,
+                    baseline=base if np.isfinite(base) else None,
+                    surprise=round(float(self.fusion.at_tick[entity, fam]), 3),
+                )
+            )
+        return out
+
+    # -- kernel events -------------------------------------------------------------------------------
+    def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
+        """One `xid` alert per burst: the event opening it fires it, later ones update it if it changes."""
+        return [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]

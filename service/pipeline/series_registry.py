@@ -1,0 +1,170 @@
+"""Series registry: interns (metric, labels) to dense ids and maps each series to its entity.
+
+Entities are what alerts are about: one per GPU (`node`, `gpu` index) and one per node (its host-level
+series). The registry also learns each GPU's PCI bus id from DCGM labels, so an Xid line naming only a
+PCI id finds its GPU. A cardinality limit refuses new series beyond `max_series` (counted, not stored).
+
+A series is stored once, as its canonical key: compact JSON bytes of the name and the sorted labels
+(a label dict per series cost ~1 KiB at a million series). Lookups go through aliases first: the
+series as a producer spells it (the raw bytes a decoder saw, or name and labels in arrival order),
+so the canonical key is built only the first time a spelling is seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+from numpy.typing import NDArray
+
+from prexid.detectors.signals import FALLS_WITH_LOAD, Family, Kind, spec_for
+from prexid.service.decode.common import HOST_LABELS
+from prexid.service.decode.xid import normalise_pci
+
+__all__ = ["HOST_LABELS", "NO_FAMILY", "Entity", "SeriesRegistry", "canonical_key", "normalise_host"]
+NO_FAMILY = 255
+
+
+def normalise_host(raw: str) -> str:
+    """Short host name: `node-17.cluster.local:9100` -> `node-17` (FQDN, short name and instance agree).
+
+    IP addresses are kept whole: their dots are not domain separators. An empty result is `unknown`.
+    """
+    host = raw.strip().lower().rstrip(".")
+    if host.startswith("["):  # [v6]:port
+        return host[1:].split("]")[0] or "unknown"
+    if host.count(":") == 1:
+        host = host.split(":")[0]
+    if host.replace(".", "").isdigit():
+        return host
+    return host.split(".")[0] or "unknown"
+
+
+def node_of(labels: dict[str, str]) -> str:
+    """The node a series belongs to, from the first host-like label present (also the Kafka key)."""
+    host = next((labels[k] for k in HOST_LABELS if labels.get(k)), "")
+    return normalise_host(host) if host else "unknown"
+
+
+def canonical_key(name: str, labels: dict[str, str]) -> bytes:
+    """One series, one key, whatever order its labels came in: `["name",{sorted labels}]`.
+
+    Copied to an exact-size bytes object: orjson's own result keeps a ~4 KiB buffer, 4 GiB at 1M series.
+    """
+    return memoryview(orjson.dumps((name, labels), option=orjson.OPT_SORT_KEYS)).tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    node: str
+    gpu: int | None  # None for the node itself
+
+
+@dataclass
+class SeriesRegistry:
+    max_series: int = 2_000_000
+    keys: list[bytes] = field(default_factory=list)  # series id -> canonical key
+    ids: dict[bytes, int] = field(default_factory=dict)  # canonical key -> series id
+    aliases: dict[Hashable, int] = field(default_factory=dict)  # a producer's spelling -> series id
+    entity_of: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    family_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    falls_with_load: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    entities: list[Entity] = field(default_factory=list)
+    entity_ids: dict[Entity, int] = field(default_factory=dict)
+    parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
+    gpu_by_pci: dict[tuple[str, str], int] = field(default_factory=dict)
+    gpu_by_uuid: dict[str, int] = field(default_factory=dict)
+    uuid_of: dict[int, str] = field(default_factory=dict)  # GPU entity -> UUID label
+    refused: int = 0
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def series(self, sid: int) -> tuple[str, dict[str, str]]:
+        """Name and labels of a series (decoded from its key: alerts and registration need them, not
+        the per-sample path)."""
+        name, labels = orjson.loads(self.keys[sid])
+        return name, labels
+
+    def entity_id(self, node: str, gpu: int | None) -> int:
+        """Entity id of a node or GPU; a GPU's node entity is created with it (the GPU's parent)."""
+        key = Entity(node, gpu)
+        eid = self.entity_ids.get(key)
+        if eid is None:
+            parent = self.entity_id(node, None) if gpu is not None else -1
+            eid = self.entity_ids[key] = len(self.entities)
+            self.entities.append(key)
+            self.parent_of.append(parent)
+        return eid
+
+    def intern(self, name: str, labels: dict[str, str], alias: Hashable | None = None) -> int:
+        """Series id for (name, labels); -1 when the cardinality limit refuses a new series.
+
+        `alias` is how the caller will look this series up next time (`aliases`), by default name
+        and labels in the order given: producers keep a series' label order, so sorting and encoding
+        the canonical key is paid once per spelling.
+        """
+        if alias is None:
+            alias = (name, tuple(labels.items()))
+        sid = self.aliases.get(alias)
+        if sid is not None:
+            return sid
+        key = canonical_key(name, labels)
+        sid = self.ids.get(key)
+        if sid is None:
+            if len(self.keys) >= self.max_series:
+                self.refused += 1
+                return -1
+            sid = self.ids[key] = len(self.keys)
+            self.keys.append(key)
+            self._place(sid, name, labels)
+        if len(self.aliases) < 2 * self.max_series:
+            self.aliases[alias] = sid
+        return sid
+
+    def _place(self, sid: int, name: str, labels: dict[str, str]) -> None:
+        node = node_of(labels)
+        gpu_label = labels.get("gpu", "")
+        gpu = int(gpu_label) if gpu_label.isdecimal() and gpu_label.isascii() and len(gpu_label) < 6 else None
+        eid = self.entity_id(node, gpu)
+        if gpu is not None:
+            self._learn_gpu(eid, node, labels)
+        spec = spec_for(name)
+        if sid >= len(self.entity_of):
+            cap = max(1024, 2 * len(self.entity_of))
+            self.entity_of = np.resize(self.entity_of, cap)
+            self.family_of = np.resize(self.family_of, cap)
+            self.kind_of = np.resize(self.kind_of, cap)
+            self.falls_with_load = np.resize(self.falls_with_load, cap)
+        self.entity_of[sid] = eid
+        self.family_of[sid] = spec.family if spec else NO_FAMILY
+        self.kind_of[sid] = spec.kind if spec else Kind.IGNORED
+        self.falls_with_load[sid] = name in FALLS_WITH_LOAD
+
+    def _learn_gpu(self, eid: int, node: str, labels: dict[str, str]) -> None:
+        """DCGM labels tell which PCI bus id and UUID each (node, gpu index) has."""
+        if labels.get("pci_bus_id"):
+            self.gpu_by_pci[(node, normalise_pci(labels["pci_bus_id"]))] = eid
+        uuid = labels.get("UUID") or labels.get("uuid")
+        if uuid:
+            self.gpu_by_uuid[uuid.lower()] = eid
+            self.uuid_of[eid] = uuid
+
+    def intern_many(self, names: Sequence[str], labels: Sequence[dict[str, str]]) -> NDArray[np.int64]:
+        """Series ids for parallel name/label columns (-1 where the cardinality limit refused)."""
+        intern = self.intern
+        return np.fromiter(map(intern, names, labels), dtype=np.int64, count=len(names))
+
+    def gpu_for_uuid(self, uuid: str) -> int | None:
+        return self.gpu_by_uuid.get(uuid.lower())
+
+    def gpu_for_pci(self, node: str, pci: str) -> int | None:
+        """The GPU entity with this PCI bus id on this node, once DCGM labels have taught it."""
+        return self.gpu_by_pci.get((normalise_host(node), normalise_pci(pci)))
+
+    def family_name(self, sid: int) -> str:
+        fam = int(self.family_of[sid])
+        return Family(fam).label if fam != NO_FAMILY else "unknown"

@@ -1,0 +1,105 @@
+"""Xid events to `xid` alerts, one per burst (`prexid.detectors.xid_bursts`): a fault that prints 119, 120 and
+154 within seconds pages once. The first event of a burst fires the alert; a later one re-sends it
+(same fingerprint) only when it changes what the alert says: a new code, a higher severity, the GPU
+becoming known, or a lead time. The alert is about the GPU when its PCI id has been learned from DCGM
+labels, else about the node, carrying the raw PCI id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prexid.detectors.xid_bursts import Burst, XidBursts
+from prexid.detectors.xid_catalog import XidInfo, xid_info
+from prexid.service.pipeline.series_registry import normalise_host
+from prexid.service.schemas import Alert, XidEvent, rfc3339, runbook_url
+
+if TYPE_CHECKING:
+    from prexid.service.pipeline.pipeline import Pipeline
+
+_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class _Incident:
+    gpu: int | None
+    pci_bus_id: str
+    lead: float | None
+    worst: XidInfo
+    codes: tuple[int, ...]
+
+
+class XidAlerts:
+    def __init__(self, pipeline: Pipeline, fingerprint: Callable[..., str]) -> None:
+        self.pipeline = pipeline
+        self.fingerprint = fingerprint
+        self.bursts = XidBursts()
+        self.incidents: dict[tuple[str, float], _Incident] = {}
+
+    def observe(self, ev: XidEvent) -> Alert | None:
+        node = normalise_host(ev.node)
+        for quiet in self.bursts.close_quiet(ev.ts):
+            self.incidents.pop((quiet.node, quiet.opened_ts), None)
+        burst, _ = self.bursts.observe(node, ev.ts, ev.code)
+        key = (node, burst.opened_ts)
+        before = self.incidents.get(key)
+        now = self._merge(before, ev, node, burst.codes)
+        if now == before:
+            return None
+        self.incidents[key] = now
+        return self._alert(node, burst, now)
+
+    def _merge(self, inc: _Incident | None, ev: XidEvent, node: str, codes: tuple[int, ...]) -> _Incident:
+        gpu, lead = self._gpu_and_lead(ev, node)
+        info = xid_info(ev.code)
+        if inc is None:
+            return _Incident(gpu, ev.pci_bus_id, lead, info, codes)
+        worst = info if _RANK[info.severity] > _RANK[inc.worst.severity] else inc.worst
+        if inc.gpu is None and gpu is not None:  # the GPU became known: the alert is about it now
+            return _Incident(gpu, ev.pci_bus_id, lead, worst, codes)
+        same_gpu = gpu is not None and gpu == inc.gpu
+        lead = inc.lead if inc.lead is not None or not same_gpu else lead
+        return _Incident(inc.gpu, inc.pci_bus_id, lead, worst, codes)
+
+    def _gpu_and_lead(self, ev: XidEvent, node: str) -> tuple[int | None, float | None]:
+        p = self.pipeline
+        eid = p.registry.gpu_for_pci(node, ev.pci_bus_id)
+        if eid is None:
+            return None, None
+        lead = None
+        if eid in p.pre_xid_fired:
+            fired_at, _ = p.pre_xid_fired[eid]
+            if 0.0 <= ev.ts - fired_at <= p.config.xid_link_window_s:
+                lead = ev.ts - fired_at
+        return p.registry.entities[eid].gpu, lead
+
+    def _alert(self, node: str, burst: Burst, inc: _Incident) -> Alert:
+        p = self.pipeline
+        info = inc.worst
+        where = f"GPU {inc.gpu} on {node}" if inc.gpu is not None else f"PCI {inc.pci_bus_id} on {node}"
+        lead_text = f"; prexid warned {inc.lead:.0f} s before" if inc.lead is not None else ""
+        more = f"; burst codes {', '.join(map(str, burst.codes))}" if len(burst.codes) > 1 else ""
+        alert = Alert(
+            fingerprint=self.fingerprint(p.config.cluster, "xid", node, burst.opened_ts),
+            status="firing",
+            kind="xid",
+            severity=info.severity,
+            cluster=p.config.cluster,
+            node=node,
+            gpu=inc.gpu,
+            starts_at=rfc3339(burst.first_ts),
+            ends_at=None,
+            score=1.0,
+            signals=[],
+            summary=f"Xid {info.code} ({info.mnemonic}) on {where}{lead_text}{more}",
+            xid_code=info.code,
+            xid_codes=list(burst.codes),
+            lead_time_seconds=inc.lead,
+            recommended_action=info.action,
+            pci_bus_id=inc.pci_bus_id,
+            runbook_url=runbook_url("xid", p.config.runbook_base_url),
+        )
+        p.active[alert.fingerprint] = alert
+        return alert

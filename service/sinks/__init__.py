@@ -1,0 +1,1 @@
+"""Where results go: Kafka alerts and dead letters, Alertmanager, Prometheus, the console."""

@@ -1,0 +1,180 @@
+"""Prometheus metrics: prexid's own health, and the fused scores dashboards scrape.
+
+Fused scores are read from the pipeline's arrays at scrape time by a custom collector, instead of
+keeping a `Gauge.labels()` child per GPU in step with the arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from prexid.detectors.fusion import score01
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.schemas import Alert
+
+LEAD_TIME_BUCKETS = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600)
+STATE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)  # checkpoints, restores: ms to a minute
+
+
+class FusedScoreCollector(Collector):
+    """`prexid_gpu_fused_score`, `prexid_node_fused_score` (0..1; 0.5 = firing threshold) and the
+    cluster score, over every pipeline this process runs (one per owned partition under `prexid run`)."""
+
+    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
+        self.pipelines = pipelines
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        gpu = GaugeMetricFamily(
+            "prexid_gpu_fused_score",
+            "Fused anomaly score of a GPU, 0..1; 0.5 is the firing threshold",
+            labels=["cluster", "node", "gpu"],
+        )
+        node = GaugeMetricFamily(
+            "prexid_node_fused_score",
+            "Fused anomaly score of a node's own signals, 0..1",
+            labels=["cluster", "node"],
+        )
+        pipelines = self.pipelines()
+        for p in pipelines:
+            cluster = p.config.cluster
+            scores = score01(p.fused_scores, p.config.lifecycle.fire)
+            for eid, score in enumerate(np.asarray(scores).tolist()):
+                ent = p.registry.entities[eid]
+                if ent.gpu is None:
+                    node.add_metric([cluster, ent.node], score)
+                else:
+                    gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
+        yield gpu
+        yield node
+        yield GaugeMetricFamily(
+            "prexid_cluster_fused_score",
+            "Cluster-wide fault score, 0..1; 0.5 is the firing threshold (max over owned partitions)",
+            value=max(
+                (float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0]) for p in pipelines),
+                default=0.0,
+            ),
+        )
+        yield CounterMetricFamily(
+            "prexid_alerts_rate_limited",
+            "Alert firings withheld because their entity exceeded its hourly cap",
+            value=sum(p.rate_limit.withheld for p in pipelines),
+        )
+
+
+class Telemetry:
+    """prexid's own metrics on an injected registry (tests get a fresh one each)."""
+
+    def __init__(self, registry: CollectorRegistry, pipelines: Callable[[], list[Pipeline]]) -> None:
+        self.registry = registry
+        self.samples = Counter("prexid_samples", "Metric samples decoded", registry=registry)
+        self.kernel_lines = Counter("prexid_kernel_lines", "Kernel log lines decoded", registry=registry)
+        self.messages = Counter(
+            "prexid_messages", "Messages consumed, by stream", ["stream"], registry=registry
+        )
+        self.dead_letters = Counter(
+            "prexid_dead_letters",
+            "Messages that could not be decoded, by reason",
+            ["reason"],
+            registry=registry,
+        )
+        # decoded + dead-lettered = consumed (prexid_messages_total), per stream
+        self.messages_decoded = Counter(
+            "prexid_messages_decoded",
+            "Messages decoded to at least one record",
+            ["stream"],
+            registry=registry,
+        )
+        self.log_lines_not_kernel = Counter(
+            "prexid_log_lines_not_kernel",
+            "Log lines whose envelope says they are not from the kernel (never searched for events)",
+            registry=registry,
+        )
+        self.kernel_events = Counter(
+            "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
+        )
+        self.alerts = Counter(
+            "prexid_alerts", "Alert messages emitted", ["kind", "status"], registry=registry
+        )
+        self.xid_events = Counter(
+            "prexid_xid_events",
+            "Xid events, by code and whether a pre_xid alert preceded them",
+            ["code", "preceded"],
+            registry=registry,
+        )
+        self.lead_time = Histogram(
+            "prexid_pre_xid_lead_time_seconds",
+            "Time from a pre_xid alert firing to the Xid it warned of",
+            buckets=LEAD_TIME_BUCKETS,
+            registry=registry,
+        )
+        self.series = Gauge("prexid_series", "Series known to this process", registry=registry)
+        self.series.set_function(lambda: sum(len(p.registry) for p in pipelines()))
+        self.series_refused = Gauge(
+            "prexid_series_refused",
+            "New series refused by the cardinality limit since start",
+            registry=registry,
+        )
+        self.series_refused.set_function(lambda: sum(p.registry.refused for p in pipelines()))
+        self.batch_seconds = Histogram(
+            "prexid_batch_duration_seconds", "Time to process one consumed batch", registry=registry
+        )
+        self.watermark = Gauge(
+            "prexid_event_time_watermark_seconds", "Event-time watermark of the pipeline", registry=registry
+        )
+        self.watermark.set_function(  # the slowest partition's
+            lambda: min((p.watermark for p in pipelines() if np.isfinite(p.watermark)), default=0.0)
+        )
+        # `prexid run`'s partition state: what a takeover would resume from, and how takeovers went
+        self.partitions = Gauge(
+            "prexid_partitions_owned",
+            "Partition indexes this replica owns (a pipeline each)",
+            registry=registry,
+        )
+        self.checkpoints = Counter(
+            "prexid_checkpoints",
+            "Checkpoints (snapshots to the state topic, then offsets committed), by outcome",
+            ["outcome"],
+            registry=registry,
+        )
+        self.checkpoint_seconds = Histogram(
+            "prexid_checkpoint_duration_seconds",
+            "Time to checkpoint the partitions being checkpointed",
+            buckets=STATE_BUCKETS,
+            registry=registry,
+        )
+        self.last_checkpoint = Gauge(
+            "prexid_last_checkpoint_timestamp_seconds",
+            "Wall-clock time of the last checkpoint that succeeded (0: none yet)",
+            registry=registry,
+        )
+        self.takeovers = Counter(
+            "prexid_takeovers",
+            "Partitions taken over: from their snapshot, or cold (no snapshot, or one refused)",
+            ["how"],
+            registry=registry,
+        )
+        self.restore_seconds = Histogram(
+            "prexid_restore_duration_seconds",
+            "Time to read a partition's snapshot back on takeover",
+            buckets=STATE_BUCKETS,
+            registry=registry,
+        )
+        for outcome in ("ok", "failed"):
+            self.checkpoints.labels(outcome)
+        for how in ("snapshot", "no_snapshot", "refused"):
+            self.takeovers.labels(how)
+        registry.register(FusedScoreCollector(pipelines))
+
+    def observe_alerts(self, alerts: list[Alert]) -> None:
+        for a in alerts:
+            self.alerts.labels(a.kind, a.status).inc()
+            if a.kind == "xid":
+                preceded = a.lead_time_seconds is not None
+                self.xid_events.labels(str(a.xid_code), "true" if preceded else "false").inc()
+                if a.lead_time_seconds is not None:
+                    self.lead_time.observe(a.lead_time_seconds)

@@ -1,0 +1,1 @@
+"""Where records come from: the Kafka consumer loop, the embedded demo cluster."""

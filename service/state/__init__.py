@@ -1,0 +1,1 @@
+"""Partition state that outlives a process: snapshots, the changelog store, rebalance handoff."""
