@@ -336,6 +336,9 @@ class Fusion:
             "fresh": self.fresh,
             "streak": self.streak,
             "parent": self.parent,
+            "at_tick": self.at_tick,
+            "common_share": self.common_share,
+            "rising_share": self.rising_share,
         }
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
@@ -356,3 +359,6 @@ class Fusion:
         self.fresh = np.asarray(arrays["fresh"], dtype=np.float64)
         self.streak = np.asarray(arrays["streak"], dtype=np.int32)
         self.parent = np.asarray(arrays["parent"], dtype=np.int64)
+        self.at_tick = np.asarray(arrays["at_tick"], dtype=np.float64)
+        self.common_share = np.asarray(arrays["common_share"], dtype=np.float64)
+        self.rising_share = np.asarray(arrays["rising_share"], dtype=np.float64)

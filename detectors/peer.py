@@ -15,6 +15,8 @@ series is registered; the hot path only sees integer group ids.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -56,6 +58,19 @@ class PeerGroups:
 
     def node_of(self, node: str) -> int:
         return self._nodes.setdefault(node, len(self._nodes))
+
+    def snapshot_meta(self) -> dict[str, Any]:
+        return {"peer_groups": [[list(k), v] for k, v in self._groups.items()], "peer_nodes": self._nodes}
+
+    def restore_meta(self, meta: dict[str, Any]) -> None:
+        self._groups = {_group_key(k): int(v) for k, v in meta["peer_groups"]}
+        self._nodes = {str(k): int(v) for k, v in meta["peer_nodes"].items()}
+
+
+def _group_key(raw: list[Any]) -> tuple[object, ...]:
+    """JSON turned the key's tuples into lists; keys are (kind, [node,] name, label pairs)."""
+    *head, rest = raw
+    return (*head, tuple((str(k), str(v)) for k, v in rest))
 
 
 class PeerDeviation:

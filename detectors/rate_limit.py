@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -35,3 +36,12 @@ class RateLimiter:
             self.muted.discard(entity)
             return False
         return True
+
+    def snapshot_meta(self) -> dict[str, Any]:
+        history = [[e, list(times)] for e, times in self.history.items()]
+        return {"history": history, "muted": sorted(self.muted), "withheld": self.withheld}
+
+    def restore_meta(self, meta: dict[str, Any]) -> None:
+        self.history = {int(e): deque(float(t) for t in times) for e, times in meta["history"]}
+        self.muted = {int(e) for e in meta["muted"]}
+        self.withheld = int(meta["withheld"])

@@ -10,7 +10,10 @@ backlog) holds nobody back: it is merely waiting for its next scrape.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 
 from prexid.detectors.base import Floats, Ids
 
@@ -36,6 +39,13 @@ class Watermarks:
         waiting = [t for s, t in self.progress.items() if s in self.backlogged]
         slowest = min(waiting) if waiting else max(self.progress.values())
         return slowest - self.lateness_s
+
+    def snapshot_meta(self) -> dict[str, Any]:
+        return {"progress": self.progress, "backlogged": sorted(self.backlogged)}
+
+    def restore_meta(self, meta: dict[str, Any]) -> None:
+        self.progress = {str(k): float(v) for k, v in meta["progress"].items()}
+        self.backlogged = {str(s) for s in meta["backlogged"]}
 
 
 class ReorderBuffer:
@@ -64,3 +74,11 @@ class ReorderBuffer:
         keep = ~due
         self.ids, self.ts, self.values = self.ids[keep], self.ts[keep], self.values[keep]
         return out
+
+    def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
+        return {"ids": self.ids, "ts": self.ts, "values": self.values}
+
+    def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
+        self.ids = arrays["ids"].astype(np.int64, copy=False)
+        self.ts = arrays["ts"].astype(np.float64, copy=False)
+        self.values = arrays["values"].astype(np.float64, copy=False)

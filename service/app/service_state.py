@@ -30,9 +30,9 @@ class ServiceState:
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""
-        merged = dict(self.pipeline.active)
+        merged = dict(self.pipeline.alert_book.active)
         for shard in self.shards.values():
-            merged |= shard.active
+            merged |= shard.alert_book.active
         return merged
 
     def pipeline_of(self, node: str) -> Pipeline:

@@ -35,7 +35,7 @@ def admin_router(state: ServiceState) -> APIRouter:
                 "series": len(p.registry),
                 "samples_seen": p.samples_seen,
                 "watermark": p.watermark if p.watermark > -1e300 else None,
-                "active_alerts": len(p.active),
+                "active_alerts": len(p.alert_book.active),
             }
             for index, p in sorted(state.shards.items())
         }

@@ -61,7 +61,7 @@ def entity_evidence(p: Pipeline, eid: int) -> EntityEvidence:
             )
         )
     fams.sort(key=lambda fe: -fe.surprise)
-    alerts = [a for a in p.active.values() if a.node == ent.node and a.gpu == ent.gpu]
+    alerts = [a for a in p.alert_book.active.values() if a.node == ent.node and a.gpu == ent.gpu]
     score = float(score01(np.array([fused]), p.config.lifecycle.fire)[0])
     return EntityEvidence(node=ent.node, gpu=ent.gpu, score=score, families=fams, alerts=alerts)
 

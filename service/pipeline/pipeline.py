@@ -9,14 +9,15 @@ tick the fusion layer is evaluated and the alert lifecycle advanced, however lar
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.bank import DetectorBank, Evidence
+from prexid.detectors.base import Stored
 from prexid.detectors.cluster import cluster_families, cluster_fused
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
@@ -25,9 +26,10 @@ from prexid.detectors.rate_limit import RateLimiter
 from prexid.detectors.signals import WORK_RATE_METRICS, Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
+from prexid.service.pipeline.alert_book import AlertBook
 from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
-from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, Signal, XidEvent, rfc3339, runbook_url
+from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +48,6 @@ class PipelineConfig:
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
-def fingerprint(*parts: object) -> str:
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
-
-
 class Pipeline:
     def __init__(self, config: PipelineConfig | None = None) -> None:
         self.config = config or PipelineConfig()
@@ -65,14 +63,13 @@ class Pipeline:
         self.watermarks = Watermarks(self.config.lateness_s)
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
-        self.active: dict[str, Alert] = {}  # firing alerts by fingerprint
-        self.pre_xid_fired: dict[int, tuple[float, str]] = {}  # gpu entity -> (fired at, fingerprint)
+        self.alert_book = AlertBook(self.config.cluster, self.config.runbook_base_url)
         self.fused_scores = np.zeros(0)
         self.cluster_score = 0.0
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
-        self.xid_alerts = XidAlerts(self, fingerprint)
+        self.xid_alerts = XidAlerts(self.alert_book, self.registry, self.config.xid_link_window_s)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -220,7 +217,6 @@ class Pipeline:
         families = families or self._cluster_families
         names = ", ".join(f.label for f in families)
         share = max((float(self.fusion.common_share[f]) for f in families), default=0.0)
-        fp = fingerprint(self.config.cluster, "cluster", tr.starts_at)
         summary = (
             f"{names} anomalous on {share:.0%} of the cluster at once: one shared cause, node pages held back"
             if tr.firing
@@ -237,62 +233,48 @@ class Pipeline:
             )
             for f in families
         ]
-        alert = Alert(
-            fingerprint=fp,
-            status="firing" if tr.firing else "resolved",
-            kind="cluster",
-            severity="warning",
-            cluster=self.config.cluster,
+        return self.alert_book.record(
+            self.alert_book.fingerprint("cluster", tr.starts_at),
+            "cluster",
             node="",
             gpu=None,
-            starts_at=rfc3339(tr.starts_at),
-            ends_at=None if tr.firing else rfc3339(tr.at),
-            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            starts_at=tr.starts_at,
+            ended_at=None if tr.firing else tr.at,
+            score=self._score01(tr.fused),
             signals=signals,
             summary=summary,
-            runbook_url=runbook_url("cluster", self.config.runbook_base_url),
         )
-        if tr.firing:
-            self.active[fp] = alert
-        else:
-            self.active.pop(fp, None)
-        return alert
 
     def _transition_alert(self, tr: Transition) -> Alert:
         ent = self.registry.entities[tr.entity]
-        kind = "pre_xid" if ent.gpu is not None else "node"
-        fp = fingerprint(self.config.cluster, kind, ent.node, ent.gpu, tr.starts_at)
+        kind: AlertKind = "pre_xid" if ent.gpu is not None else "node"
+        book = self.alert_book
+        fp = book.fingerprint(kind, ent.node, ent.gpu, tr.starts_at)
         what = f"GPU {ent.gpu} on {ent.node}" if ent.gpu is not None else f"node {ent.node}"
         signals = self._signals(tr.entity)
         families = ", ".join(dict.fromkeys(s.family for s in signals)) or "no family"
-        alert = Alert(
-            fingerprint=fp,
-            status="firing" if tr.firing else "resolved",
-            kind=kind,
-            severity="warning",
-            cluster=self.config.cluster,
+        if not tr.firing:
+            summary = f"{what} no longer shows anomalous signals"
+        elif kind == "pre_xid":
+            summary = f"{what} is degrading ahead of a likely Xid ({families})"
+        else:
+            summary = f"{what} is anomalous ({families})"
+        if tr.firing and ent.gpu is not None:
+            book.pre_xid_fired[tr.entity] = (tr.at, fp)
+        return book.record(
+            fp,
+            kind,
             node=ent.node,
             gpu=ent.gpu,
-            starts_at=rfc3339(tr.starts_at),
-            ends_at=None if tr.firing else rfc3339(tr.at),
-            score=float(score01(np.array([tr.fused]), self.config.lifecycle.fire)[0]),
+            starts_at=tr.starts_at,
+            ended_at=None if tr.firing else tr.at,
+            score=self._score01(tr.fused),
             signals=signals,
-            summary=(
-                f"{what} is degrading ahead of a likely Xid ({families})"
-                if kind == "pre_xid"
-                else f"{what} is anomalous ({families})"
-            )
-            if tr.firing
-            else f"{what} no longer shows anomalous signals",
-            runbook_url=runbook_url(kind, self.config.runbook_base_url),
+            summary=summary,
         )
-        if tr.firing:
-            self.active[fp] = alert
-            if ent.gpu is not None:
-                self.pre_xid_fired[tr.entity] = (tr.at, fp)
-        else:
-            self.active.pop(fp, None)
-        return alert
+
+    def _score01(self, fused: float) -> float:
+        return float(score01(np.array([fused]), self.config.lifecycle.fire)[0])
 
     def _signals(self, entity: int) -> list[Signal]:
         out = []
@@ -314,6 +296,62 @@ class Pipeline:
                 )
             )
         return out
+
+    # -- state ---------------------------------------------------------------------------------------
+    def snapshot(self) -> tuple[dict[str, Any], dict[str, NDArray[np.generic]]]:
+        """Everything the pipeline is but the series keys and the bank (written as pieces of their own):
+        JSON-able metadata, and named arrays that are views of the live ones."""
+        meta = {
+            "registry": self.registry.snapshot_meta(),
+            **self.watermarks.snapshot_meta(),
+            **self.alert_book.snapshot_meta(),
+            "samples_seen": self.samples_seen,
+            "cluster_families": [int(f) for f in self._cluster_families],
+            **self.peer_groups.snapshot_meta(),
+            "rate_limit": self.rate_limit.snapshot_meta(),
+            **self.xid_alerts.snapshot_meta(),
+        }
+        parts = {
+            "reg": self.registry.snapshot_arrays(),
+            "fusion": self.fusion.snapshot_arrays(),
+            "lifecycle": self.lifecycle.snapshot_arrays(),
+            "cluster": self.cluster_lifecycle.snapshot_arrays(),
+            "buffer": self.buffer.snapshot_arrays(),
+        }
+        arrays = {f"{part}_{k}": v for part, named in parts.items() for k, v in named.items()}
+        arrays |= {  # scalars that may be infinite travel here, not in JSON
+            "fused_scores": self.fused_scores,
+            "next_tick": np.array([self.next_tick]),
+            "cluster_score": np.array([self.cluster_score]),
+        }
+        return meta, arrays
+
+    def restore(
+        self, meta: dict[str, Any], arrays: dict[str, NDArray[np.generic]], keys: memoryview, bank: Stored
+    ) -> None:
+        """Into a fresh pipeline of the same config, from `snapshot`, the keys end to end and the bank's
+        own snapshot."""
+
+        def part(prefix: str) -> dict[str, NDArray[np.generic]]:
+            return {k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(prefix + "_")}
+
+        self.registry.restore(meta["registry"], part("reg"), keys)
+        self.registered = len(self.registry)  # the bank's snapshot carries their kinds and groups
+        self.bank.restore(bank)
+        self.fusion.restore_arrays(part("fusion"))
+        self.lifecycle.restore_arrays(part("lifecycle"))
+        self.cluster_lifecycle.restore_arrays(part("cluster"))
+        self.buffer.restore_arrays(part("buffer"))
+        self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
+        self.next_tick = float(arrays["next_tick"][0])
+        self.cluster_score = float(arrays["cluster_score"][0])
+        self.watermarks.restore_meta(meta)
+        self.alert_book.restore_meta(meta)
+        self.samples_seen = int(meta["samples_seen"])
+        self._cluster_families = [Family(f) for f in meta["cluster_families"]]
+        self.peer_groups.restore_meta(meta)
+        self.rate_limit.restore_meta(meta["rate_limit"])
+        self.xid_alerts.restore_meta(meta)
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import orjson
@@ -82,6 +83,45 @@ class SeriesRegistry:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def snapshot_meta(self) -> dict[str, Any]:
+        return {
+            "max_series": self.max_series,
+            "entities": [[e.node, e.gpu] for e in self.entities],
+            "gpu_by_pci": [[node, pci, eid] for (node, pci), eid in self.gpu_by_pci.items()],
+            "gpu_by_uuid": self.gpu_by_uuid,
+            "uuid_of": [[eid, uuid] for eid, uuid in self.uuid_of.items()],
+            "parent_of": self.parent_of,
+            "refused": self.refused,
+        }
+
+    def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
+        """Per-series columns, and where each series' key ends in the keys written end to end."""
+        return {
+            "key_ends": np.cumsum([len(k) for k in self.keys], dtype=np.int64),
+            "entity_of": self.entity_of,
+            "family_of": self.family_of,
+            "kind_of": self.kind_of,
+            "falls_with_load": self.falls_with_load,
+        }
+
+    def restore(self, meta: dict[str, Any], arrays: dict[str, NDArray[np.generic]], keys: memoryview) -> None:
+        """From `snapshot_meta`, `snapshot_arrays` and the keys end to end. Aliases are not kept: each
+        series' first message after a restore is decoded in full."""
+        ends = arrays["key_ends"].tolist()
+        self.keys = [keys[start:end].tobytes() for start, end in zip([0, *ends], ends, strict=False)]
+        self.ids = {k: i for i, k in enumerate(self.keys)}
+        self.entity_of = arrays["entity_of"].astype(np.int64, copy=False)
+        self.family_of = arrays["family_of"].astype(np.uint8, copy=False)
+        self.kind_of = arrays["kind_of"].astype(np.uint8, copy=False)
+        self.falls_with_load = arrays["falls_with_load"].astype(bool, copy=False)
+        self.entities = [Entity(node, gpu) for node, gpu in meta["entities"]]
+        self.entity_ids = {e: i for i, e in enumerate(self.entities)}
+        self.gpu_by_pci = {(node, pci): int(eid) for node, pci, eid in meta["gpu_by_pci"]}
+        self.gpu_by_uuid = {str(k): int(v) for k, v in meta["gpu_by_uuid"].items()}
+        self.uuid_of = {int(eid): str(uuid) for eid, uuid in meta["uuid_of"]}
+        self.parent_of = [int(e) for e in meta["parent_of"]]
+        self.refused = int(meta["refused"])
 
     def series(self, sid: int) -> tuple[str, dict[str, str]]:
         """Name and labels of a series (decoded from its key: alerts and registration need them, not

@@ -7,17 +7,15 @@ labels, else about the node, carrying the raw PCI id.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from prexid.detectors.xid_bursts import Burst, XidBursts
 from prexid.detectors.xid_catalog import XidInfo, xid_info
-from prexid.service.pipeline.series_registry import normalise_host
-from prexid.service.schemas import Alert, XidEvent, rfc3339, runbook_url
-
-if TYPE_CHECKING:
-    from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.alert_book import AlertBook
+from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
+from prexid.service.schemas import Alert, XidEvent
 
 _RANK = {"info": 0, "warning": 1, "critical": 2}
 
@@ -32,9 +30,10 @@ class _Incident:
 
 
 class XidAlerts:
-    def __init__(self, pipeline: Pipeline, fingerprint: Callable[..., str]) -> None:
-        self.pipeline = pipeline
-        self.fingerprint = fingerprint
+    def __init__(self, book: AlertBook, registry: SeriesRegistry, link_window_s: float) -> None:
+        self.book = book
+        self.registry = registry
+        self.link_window_s = link_window_s  # a pre_xid fired longer before the Xid is not linked
         self.bursts = XidBursts()
         self.incidents: dict[tuple[str, float], _Incident] = {}
 
@@ -64,42 +63,45 @@ class XidAlerts:
         return _Incident(inc.gpu, inc.pci_bus_id, lead, worst, codes)
 
     def _gpu_and_lead(self, ev: XidEvent, node: str) -> tuple[int | None, float | None]:
-        p = self.pipeline
-        eid = p.registry.gpu_for_pci(node, ev.pci_bus_id)
+        eid = self.registry.gpu_for_pci(node, ev.pci_bus_id)
         if eid is None:
             return None, None
-        lead = None
-        if eid in p.pre_xid_fired:
-            fired_at, _ = p.pre_xid_fired[eid]
-            if 0.0 <= ev.ts - fired_at <= p.config.xid_link_window_s:
-                lead = ev.ts - fired_at
-        return p.registry.entities[eid].gpu, lead
+        return self.registry.entities[eid].gpu, self.book.pre_xid_lead(eid, ev.ts, self.link_window_s)
 
     def _alert(self, node: str, burst: Burst, inc: _Incident) -> Alert:
-        p = self.pipeline
         info = inc.worst
         where = f"GPU {inc.gpu} on {node}" if inc.gpu is not None else f"PCI {inc.pci_bus_id} on {node}"
         lead_text = f"; prexid warned {inc.lead:.0f} s before" if inc.lead is not None else ""
         more = f"; burst codes {', '.join(map(str, burst.codes))}" if len(burst.codes) > 1 else ""
-        alert = Alert(
-            fingerprint=self.fingerprint(p.config.cluster, "xid", node, burst.opened_ts),
-            status="firing",
-            kind="xid",
+        return self.book.record(
+            self.book.fingerprint("xid", node, burst.opened_ts),
+            "xid",
             severity=info.severity,
-            cluster=p.config.cluster,
             node=node,
             gpu=inc.gpu,
-            starts_at=rfc3339(burst.first_ts),
-            ends_at=None,
+            starts_at=burst.first_ts,
+            ended_at=None,
             score=1.0,
-            signals=[],
             summary=f"Xid {info.code} ({info.mnemonic}) on {where}{lead_text}{more}",
             xid_code=info.code,
             xid_codes=list(burst.codes),
             lead_time_seconds=inc.lead,
             recommended_action=info.action,
             pci_bus_id=inc.pci_bus_id,
-            runbook_url=runbook_url("xid", p.config.runbook_base_url),
         )
-        p.active[alert.fingerprint] = alert
-        return alert
+
+    def snapshot_meta(self) -> dict[str, Any]:
+        return {
+            "xid_bursts": [dataclasses.asdict(b) for b in self.bursts.open.values()],
+            "xid_incidents": [
+                [node, ts, {**dataclasses.asdict(i), "worst": i.worst.code}]
+                for (node, ts), i in self.incidents.items()
+            ],
+        }
+
+    def restore_meta(self, meta: dict[str, Any]) -> None:
+        self.bursts.open = {b["node"]: Burst(**{**b, "codes": tuple(b["codes"])}) for b in meta["xid_bursts"]}
+        self.incidents = {
+            (node, float(ts)): _Incident(**{**i, "codes": tuple(i["codes"]), "worst": xid_info(i["worst"])})
+            for node, ts, i in meta["xid_incidents"]
+        }

@@ -55,7 +55,7 @@ def test_a_restored_pipeline_raises_exactly_the_alerts_of_an_uninterrupted_one(c
     assert snapshot.load(blob, second) == {"metrics:0": 1234}
     after = feed(second, ticks[cut:], drain=True)
     assert before + after == expected
-    assert second.pipeline.active.keys() == uninterrupted.pipeline.active.keys()
+    assert second.pipeline.alert_book.active.keys() == uninterrupted.pipeline.alert_book.active.keys()
 
 
 def test_a_snapshot_of_a_restored_pipeline_is_byte_identical() -> None:

@@ -53,7 +53,7 @@ def test_a_burst_fires_one_alert_and_updates_it_when_a_new_code_arrives() -> Non
     assert [a.xid_codes for a in alerts] == [[119], [119, 120], [119, 120, 154]]
     assert len({a.fingerprint for a in alerts}) == 1
     assert all(a.gpu == 2 and a.node == "node-3" and a.severity == "critical" for a in alerts)
-    assert list(p.active) == [alerts[0].fingerprint]
+    assert list(p.alert_book.active) == [alerts[0].fingerprint]
 
 
 def test_after_three_minutes_of_silence_a_new_alert_fires() -> None:
@@ -88,11 +88,11 @@ def test_a_lead_time_comes_only_from_the_gpu_the_alert_is_about() -> None:
     p = pipeline_knowing_gpu()
     other = {"gpu": "6", "Hostname": "node-3", "pci_bus_id": "00000000:86:00.0"}
     p.ingest_samples([RawSample("DCGM_FI_DEV_GPU_TEMP", other, T0 - 60, 50.0)])
-    p.pre_xid_fired[p.registry.gpu_for_pci("node-3", "0000:86:00") or -1] = (T0 - 600, "fp")
+    p.alert_book.pre_xid_fired[p.registry.gpu_for_pci("node-3", "0000:86:00") or -1] = (T0 - 600, "fp")
     [first] = p.ingest_xids([xid(74, T0)])  # GPU 2, never warned about
     later = p.ingest_xids([xid(74, T0 + 5, pci="0000:86:00")])  # GPU 6, warned 605 s before
     assert (first.gpu, first.lead_time_seconds) == (2, None)
     assert later == []  # same burst, nothing about the alert changed
-    p.pre_xid_fired[p.registry.gpu_for_pci("node-3", "0000:3b:00") or -1] = (T0 - 100, "fp2")
+    p.alert_book.pre_xid_fired[p.registry.gpu_for_pci("node-3", "0000:3b:00") or -1] = (T0 - 100, "fp2")
     [updated] = p.ingest_xids([xid(48, T0 + 9)])
     assert (updated.gpu, updated.lead_time_seconds, updated.xid_codes) == (2, 109.0, [74, 48])
