@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, KafkaConnectionError, KafkaError
@@ -28,30 +27,14 @@ from aiokafka.structs import OffsetAndMetadata
 
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
-from prexid.service.pipeline.processor import DeadLetter, Message, Output, Processor, Run, stream_name
-from prexid.service.schemas import Alert
+from prexid.service.pipeline.processor import Message, Output, Processor, Run, stream_name
+from prexid.service.sinks.kafka import KafkaSink
 from prexid.service.sources.kafka_security import client_options
 from prexid.service.state import snapshot
 from prexid.service.state.changelog_store import ChangelogStore
 from prexid.service.state.handoff import Handoff
 
 log = logging.getLogger(__name__)
-
-
-def alert_key(alert: Alert) -> bytes:
-    """Alerts are keyed by entity, so one GPU's alerts stay in order in one partition."""
-    return f"{alert.cluster}/{alert.node}/{alert.gpu if alert.gpu is not None else '-'}".encode()
-
-
-def dead_letter_headers(dl: DeadLetter) -> list[tuple[str, bytes]]:
-    m = dl.message
-    return [
-        ("prexid.reason", dl.reason.encode()),
-        ("prexid.detail", dl.detail.encode()),
-        ("prexid.source.topic", m.topic.encode()),
-        ("prexid.source.partition", str(m.partition).encode()),
-        ("prexid.source.offset", str(m.offset).encode()),
-    ]
 
 
 def to_message(rec: ConsumerRecord) -> Message:
@@ -100,7 +83,7 @@ class KafkaRunner:
         self.stopping = asyncio.Event()
         self.store: ChangelogStore  # clients are made in run(): aiokafka needs the running loop
         self.consumer: AIOKafkaConsumer
-        self.producer: AIOKafkaProducer
+        self.sink: KafkaSink
         self.last_checkpoint = time.monotonic()
         self.in_batch = False
         self.assignments = 0  # completed handoffs, so callers can wait for one to finish
@@ -117,9 +100,7 @@ class KafkaRunner:
             session_timeout_ms=settings.session_timeout_ms,
             heartbeat_interval_ms=max(settings.session_timeout_ms // 5, 300),
         )
-        self.producer = AIOKafkaProducer(
-            **client_options(settings), acks="all", enable_idempotence=True, linger_ms=5
-        )
+        self.sink = KafkaSink(settings)
 
     async def run(self) -> None:
         s = self.settings
@@ -127,7 +108,7 @@ class KafkaRunner:
         self.state.checkpoint = self.checkpoint_now
         self.state.not_ready_reason = f"connecting to Kafka at {s.kafka_bootstrap}"
         try:
-            await self.producer.start()
+            await self.sink.start()
         except KafkaConnectionError as err:
             sec = s.kafka_security
             who = f" as {sec.sasl_username} ({sec.sasl_mechanism})" if sec.protocol.startswith("SASL") else ""
@@ -148,7 +129,7 @@ class KafkaRunner:
             finally:
                 await self.store.stop()
         finally:
-            await self.producer.stop()
+            await self.sink.stop()
 
     async def _loop(self) -> None:
         s = self.settings
@@ -257,25 +238,7 @@ class KafkaRunner:
         return behind
 
     async def _publish(self, out: Output) -> None:
-        """Send everything the batch caused and wait for the broker to acknowledge all of it.
-
-        Waiting here is the backpressure: a slow sink stalls the loop, so nothing more is fetched
-        and memory stays bounded by one batch; the backlog waits in Kafka, visible as consumer lag.
-        """
-        s = self.settings
-        futures = [
-            await self.producer.send(
-                s.alerts_topic, orjson.dumps(a.model_dump(mode="json")), key=alert_key(a)
-            )
-            for a in out.alerts
-        ]
-        futures += [
-            await self.producer.send(s.dead_letter_topic, dl.message.payload, headers=dead_letter_headers(dl))
-            for dl in out.dead_letters
-        ]
-        await asyncio.gather(*futures)
-        for a in out.alerts:
-            log.info("alert %s %s %s/%s %s", a.status, a.kind, a.node, a.gpu, a.summary)
+        await self.sink.publish(out)
 
     async def checkpoint_now(self) -> int:
         """Checkpoint every owned partition (the admin endpoint); returns how many."""
@@ -312,7 +275,30 @@ class KafkaRunner:
         except CommitFailedError:  # harmless: the new owner seeks to the offsets in the snapshot
             log.warning("offset commit lost to a rebalance; the snapshots carry the offsets")
 
-    async def restore(self, index: int, tps: list[TopicPartition]) -> None:
+    async def hand_off(self, indexes: set[int]) -> None:
+        """Checkpoint the shards of revoked partition indexes, then drop them (`ShardOwner`)."""
+        async with self.lock:
+            gone = sorted(indexes & set(self.shards))
+            await self.checkpoint(gone)
+            for index in gone:
+                del self.shards[index]
+                log.info("partition %d handed off", index)
+            self._publish_shards()
+
+    async def take_over(self, assigned: dict[int, list[TopicPartition]]) -> None:
+        """Restore the shards of newly assigned partition indexes (`ShardOwner`)."""
+        async with self.lock:
+            for index, tps in sorted(assigned.items()):
+                if index not in self.shards:
+                    await self._restore(index, tps)
+            self._publish_shards()
+            self.assignments += 1
+
+    def _publish_shards(self) -> None:
+        """What the HTTP side reads: the pipeline of every shard this replica owns now."""
+        self.state.shards = {i: s.processor.pipeline for i, s in self.shards.items()}
+
+    async def _restore(self, index: int, tps: list[TopicPartition]) -> None:
         """Take shard `index` over: restore its snapshot and seek to the offsets stored with it."""
         t = self.state.telemetry
         shard = Shard(self.new_processor())
@@ -334,7 +320,7 @@ class KafkaRunner:
         self.shards[index] = shard
         t.takeovers.labels(how).inc()
         log.info("partition %d taken over %s", index, why)
-        if active := list(shard.processor.pipeline.active.values()):
+        if active := list(shard.processor.pipeline.alert_book.active.values()):
             for listener in shard.processor.listeners:  # e.g. Alertmanager re-sends what fires here
                 listener(active)
 

@@ -1,47 +1,36 @@
-"""The rebalance listener of `prexid run`: checkpoint shards before they go, restore those that come.
+"""The rebalance listener of `prexid run`: hand shards off before they go, take over those that come.
 
 Kafka calls every replica's `on_partitions_revoked` before any replica's `on_partitions_assigned`, so
-a snapshot written on revocation is there when the new owner restores it.
+a snapshot written on revocation is there when the new owner restores it. The listener only turns
+topic partitions into partition indexes (one shard per index across the co-partitioned topics); what
+a handoff does is the owner's, behind the small interface below.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiokafka import TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-if TYPE_CHECKING:
-    from prexid.service.sources.kafka import KafkaRunner
 
-log = logging.getLogger("prexid.service.sources.kafka")  # one logger for the runner's story
+class ShardOwner(Protocol):
+    async def hand_off(self, indexes: set[int]) -> None:
+        """Checkpoint and drop the shards of these partition indexes (those it owns)."""
+
+    async def take_over(self, assigned: dict[int, list[TopicPartition]]) -> None:
+        """Restore the shards of newly assigned indexes, each with its topic partitions."""
 
 
 class Handoff(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Checkpoints shards before they are revoked; restores shards newly assigned."""
-
-    def __init__(self, runner: KafkaRunner) -> None:
-        self.runner = runner
+    def __init__(self, owner: ShardOwner) -> None:
+        self.owner = owner
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        r = self.runner
-        async with r.lock:
-            gone = sorted({tp.partition for tp in revoked} & set(r.shards))
-            await r.checkpoint(gone)
-            for index in gone:
-                del r.shards[index]
-                log.info("partition %d handed off", index)
-            r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
+        await self.owner.hand_off({tp.partition for tp in revoked})
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        r = self.runner
-        async with r.lock:
-            by_index: dict[int, list[TopicPartition]] = {}
-            for tp in assigned:
-                by_index.setdefault(tp.partition, []).append(tp)
-            for index, tps in sorted(by_index.items()):
-                if index not in r.shards:
-                    await r.restore(index, tps)
-            r.state.shards = {i: s.processor.pipeline for i, s in r.shards.items()}
-            r.assignments += 1
+        by_index: dict[int, list[TopicPartition]] = {}
+        for tp in assigned:
+            by_index.setdefault(tp.partition, []).append(tp)
+        await self.owner.take_over(by_index)

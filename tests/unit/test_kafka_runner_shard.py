@@ -13,7 +13,8 @@ from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.pipeline.processor import Processor
 from prexid.service.schemas import Alert
-from prexid.service.sources.kafka import KafkaRunner, Shard, alert_key
+from prexid.service.sinks.kafka import alert_key
+from prexid.service.sources.kafka import KafkaRunner, Shard
 
 TP = TopicPartition("metrics", 1)
 
