@@ -75,7 +75,7 @@ def normalised(
     return 100.0 * (raw_score(ts, detected, windows, p) - null) / (perfect - null)
 
 
-def _time(text: str) -> float:
+def nab_time(text: str) -> float:
     """Epoch seconds, or ISO 8601 as NAB writes it (`2013-12-10 06:25:00.000000`); naive times are UTC."""
     try:
         return float(text)
@@ -87,14 +87,14 @@ def _time(text: str) -> float:
 def read_scores(path: Path) -> tuple[list[float], list[bool]]:
     with path.open() as f:
         rows = list(csv.DictReader(f))
-    return [_time(r["timestamp"]) for r in rows], [r["detected"] in ("1", "True", "true") for r in rows]
+    return [nab_time(r["timestamp"]) for r in rows], [r["detected"] in ("1", "True", "true") for r in rows]
 
 
 def read_windows(path: Path) -> list[tuple[float, float]]:
     """A JSON list of [start, end] pairs, or NAB's combined_windows.json mapping (its first entry)."""
     doc = orjson.loads(path.read_bytes())
     pairs = next(iter(doc.values())) if isinstance(doc, dict) else doc
-    return sorted((_time(str(a)), _time(str(b))) for a, b in pairs)
+    return sorted((nab_time(str(a)), nab_time(str(b))) for a, b in pairs)
 
 
 def cmd_nab(scores: Path, windows_path: Path | None, console: Console) -> int:

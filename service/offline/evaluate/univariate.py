@@ -15,7 +15,7 @@ import numpy as np
 
 from prexid.detectors.fusion import surprise
 from prexid.detectors.robust import RobustDeviation
-from prexid.service.offline.evaluate.nab import _time
+from prexid.service.offline.evaluate.nab import nab_time
 
 
 def replay_csv(path: Path, out: Path, threshold: float = 6.0, cooldown: int = 20) -> int:
@@ -29,7 +29,7 @@ def replay_csv(path: Path, out: Path, threshold: float = 6.0, cooldown: int = 20
         w.writerow(["timestamp", "value", "score", "detected"])
         for stamp, value in rows:
             x = float(value) if value not in ("", "nan") else np.nan
-            s = float(surprise(det.update(ids, np.array([_time(stamp)]), np.array([x])))[0])
+            s = float(surprise(det.update(ids, np.array([nab_time(stamp)]), np.array([x])))[0])
             fire = s >= threshold and quiet >= cooldown
             quiet = 0 if fire else quiet + 1
             w.writerow([stamp, value, f"{s / 12:.4f}", int(fire)])
