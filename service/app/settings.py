@@ -108,6 +108,9 @@ class Settings(BaseSettings):
         4 * 2**20, ge=1024, description="snapshots travel in chunks of this size (broker message limit)"
     )
     session_timeout_ms: int = Field(10_000, ge=1000, description="how soon a dead replica's partitions move")
+    xid_max_hold_s: float = Field(
+        60.0, gt=0, description="wall seconds an Xid waits for a backlogged metric partition before it pages"
+    )
 
     alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
     alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")

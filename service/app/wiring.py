@@ -22,6 +22,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
     processor = Processor(
         pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
     )
+    processor.xid_max_hold_s = settings.xid_max_hold_s
     if first and settings.alertmanager_urls:
         from prexid.service.sinks.alertmanager import AlertmanagerSink
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -140,6 +140,8 @@ class Processor:
             if name not in formats.METRIC_DECODERS and name not in formats.LOG_DECODERS:
                 raise ValueError(f"unknown format {name!r} in topic_formats")
         self.held_xids: list[XidEvent] = []
+        self.held_since: list[float] = []  # per held Xid: the wall time it was held at (`now`)
+        self.xid_max_hold_s = 60.0  # an Xid pages after this long held, backlog or not (`now` given)
         self.listeners: list[Callable[[list[Alert]], None]] = []  # sinks that take alerts as they happen
 
     def process(
@@ -162,8 +164,12 @@ class Processor:
         logs: Sequence[Message],
         backlogged: Collection[str],
         drain: bool = False,
+        now: float | None = None,
     ) -> Output:
-        """`process`, with the metric records as runs per topic partition (what Kafka hands over)."""
+        """`process`, with the metric records as runs per topic partition (what Kafka hands over).
+
+        `now` (wall time, live feeds only) bounds how long an Xid is held for a backlogged metric
+        partition: one whose leader is away looks backlogged for as long as it is away."""
         out = Output()
         by_source = self._decode_metrics(metrics, out)
         lines: list[KernelLine] = []
@@ -175,8 +181,11 @@ class Processor:
         self.pipeline.watermarks.set_backlogged(set(backlogged))
         out.alerts.extend(self.pipeline.advance(drain))
         out.events = extract_events(lines)
-        self.held_xids += [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
-        out.alerts.extend(self.pipeline.ingest_xids(self._release_xids(everything=drain or not backlogged)))
+        fresh = [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
+        self.held_xids += fresh
+        self.held_since += [np.inf if now is None else now] * len(fresh)
+        released = self._release_xids(everything=drain or not backlogged, now=now)
+        out.alerts.extend(self.pipeline.ingest_xids(released))
 
         self._count(metrics, logs, sum(len(c.ids) for c in by_source.values()), lines, out)
         if out.alerts:
@@ -323,11 +332,30 @@ class Processor:
         name = self.topic_formats.get(topic)
         return self.decode_logs if name is None else _pick(formats.LOG_DECODERS, name, topic)
 
-    def _release_xids(self, everything: bool) -> list[XidEvent]:
-        """Held Xids the metric stream has reached (all of them if it is caught up), oldest first."""
+    def snapshot_meta(self) -> dict[str, Any]:
+        return {"held_xids": [x.model_dump(mode="json") for x in self.held_xids]}
+
+    def restore_meta(self, meta: dict[str, Any]) -> None:
+        self.held_xids = [XidEvent.model_validate(x) for x in meta["held_xids"]]
+        self.held_since = [np.inf] * len(self.held_xids)  # held again from the next batch's `now`
+
+    def _release_xids(self, everything: bool, now: float | None) -> list[XidEvent]:
+        """Held Xids the metric stream has reached (all of them if it is caught up), or held for longer
+        than `xid_max_hold_s` of wall time; oldest first."""
         seen_until = self.pipeline.watermark
-        ready = [x for x in self.held_xids if everything or x.ts <= seen_until]
-        self.held_xids = [x for x in self.held_xids if not (everything or x.ts <= seen_until)]
+        if now is not None:  # restored from a snapshot: held from the first batch after it
+            self.held_since = [now if not np.isfinite(at) else at for at in self.held_since]
+        ready, kept, since = [], [], []
+        for x, at in zip(self.held_xids, self.held_since, strict=True):
+            if everything or x.ts <= seen_until:
+                ready.append(x)
+            elif now is not None and now - at >= self.xid_max_hold_s:
+                ready.append(x)
+                self.telemetry.xid_holds_expired.inc()
+            else:
+                kept.append(x)
+                since.append(at)
+        self.held_xids, self.held_since = kept, since
         return sorted(ready, key=lambda x: x.ts)
 
 

@@ -97,6 +97,11 @@ class Telemetry:
         self.kernel_events = Counter(
             "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
         )
+        self.xid_holds_expired = Counter(
+            "prexid_xid_holds_expired",
+            "Xids paged after waiting the longest hold for a metric partition that still looked behind",
+            registry=registry,
+        )
         self.alerts = Counter(
             "prexid_alerts", "Alert messages emitted", ["kind", "status"], registry=registry
         )

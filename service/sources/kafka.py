@@ -177,8 +177,12 @@ class KafkaRunner:
         return next(iter(counts.values()))
 
     async def _handle(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        """Process a batch, publish what it caused, and only then advance the shards' offsets: a batch
+        cut short while publishing (SIGTERM in a rolling deploy) leaves offsets a checkpoint may commit
+        only as far as what was published."""
         self._refetch_unowned(batch)
         out = Output()
+        done: list[tuple[Shard, dict[TopicPartition, int]]] = []
         for index, shard in self.shards.items():
             metrics: list[Run] = []
             logs: list[Message] = []
@@ -196,11 +200,13 @@ class KafkaRunner:
                 continue
             backlogged = await self._backlogged_metric_sources(index)
             with self.state.telemetry.batch_seconds.time():
-                part = shard.processor.process_runs(metrics, logs, backlogged)
-            shard.offsets |= {tp: records[-1].offset + 1 for tp, records in read.items()}
+                part = shard.processor.process_runs(metrics, logs, backlogged, now=time.monotonic())
+            done.append((shard, {tp: records[-1].offset + 1 for tp, records in read.items()}))
             out.alerts += part.alerts
             out.dead_letters += part.dead_letters
         await self._publish(out)
+        for shard, offsets in done:
+            shard.offsets |= offsets
 
     def _refetch_unowned(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Seek back to what was fetched for an assigned partition whose shard is not restored yet.

@@ -26,7 +26,6 @@ from prexid.detectors.base import (
     unpack_arrays,
 )
 from prexid.service.pipeline.processor import Processor
-from prexid.service.schemas import XidEvent
 
 MAGIC = b"PREXIDSNAP"
 VERSION = 7  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
@@ -54,7 +53,7 @@ def frames(processor: Processor, offsets: dict[str, int]) -> Pieces:
         "config": repr(p.config),
         "offsets": offsets,
         **state,
-        "held_xids": [x.model_dump(mode="json") for x in processor.held_xids],
+        **processor.snapshot_meta(),
     }
     keys: Pieces = list(p.registry.keys)  # each series' key a piece of its own: joined, 90 MB at 1M
     parts = pack_blobs(orjson.dumps(meta), pack_arrays(arrays), keys, p.bank.snapshot())
@@ -95,4 +94,4 @@ def read(src: Readable, size: int, processor: Processor) -> dict[str, int]:
 
 def _restore(processor: Processor, meta: dict[str, Any], arrays: Stored, keys: Stored, bank: Stored) -> None:
     processor.pipeline.restore(meta, unpack_arrays(arrays), memoryview(leaf(keys)), bank)
-    processor.held_xids = [XidEvent.model_validate(x) for x in meta["held_xids"]]
+    processor.restore_meta(meta)

@@ -3,6 +3,7 @@ runner's checkpoints are counted as SREs read them."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -118,3 +119,44 @@ async def test_checkpoints_are_counted_by_outcome_and_the_last_good_one_is_timed
     assert sample("prexid_last_checkpoint_timestamp_seconds") >= before
     assert [{tp: o.offset for tp, o in c.items()} for c in consumer.committed] == [{TP: 42}]  # type: ignore[attr-defined]
     assert sample("prexid_checkpoint_duration_seconds_count") == 2.0
+
+
+class CaughtUpConsumer(AssignedConsumer):
+    """What `_handle` asks of aiokafka's consumer about a caught-up partition."""
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return 10
+
+    def last_poll_timestamp(self, tp: TopicPartition) -> int:
+        return 1
+
+    async def position(self, tp: TopicPartition) -> int:
+        return 10
+
+
+class CancelledSink:
+    """A publish cut short, as SIGTERM during a rolling deploy cancels the batch task."""
+
+    async def publish(self, out: object) -> None:
+        raise asyncio.CancelledError
+
+
+async def test_a_batch_cut_short_while_publishing_leaves_the_shards_offsets_where_they_were() -> None:
+    """A revoke callback waiting on the lock checkpoints and commits the shard's offsets: they must
+    cover only what was published, or the batch's alerts are lost for good."""
+    state, _ = build(Settings())
+    runner = KafkaRunner(Settings(), state, build_processor)
+    runner.shards[1] = shard = Shard(build_processor(), {TP: 3})
+    runner.consumer = CaughtUpConsumer({TP})  # type: ignore[assignment]
+    runner.sink = CancelledSink()  # type: ignore[assignment]
+    with pytest.raises(asyncio.CancelledError):
+        await runner._handle({TP: records(3, 9)})
+    assert shard.offsets == {TP: 3}
+    runner.sink = Published()  # type: ignore[assignment]
+    await runner._handle({TP: records(3, 9)})
+    assert shard.offsets == {TP: 10}
+
+
+class Published:
+    async def publish(self, out: object) -> None:
+        return None
