@@ -36,6 +36,9 @@ class DetectionSettings(BaseModel):
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
     multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
+    xid_resolve_after_s: float = Field(
+        3600.0, gt=0, description="event seconds an Xid alert stays firing after its burst's last Xid"
+    )
 
     def pipeline_config(
         self, cluster: str, runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
@@ -45,6 +48,7 @@ class DetectionSettings(BaseModel):
             runbook_base_url=runbook_base_url,
             lateness_s=self.lateness_s,
             max_series=self.max_series,
+            xid_resolve_after_s=self.xid_resolve_after_s,
             multivariate=self.multivariate,
             fusion=FusionConfig(step_s=self.step_s),
             lifecycle=LifecycleConfig(

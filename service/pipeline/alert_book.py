@@ -76,6 +76,13 @@ class AlertBook:
             self.active.pop(fp, None)
         return alert
 
+    def resolve(self, fp: str, at: float) -> Alert | None:
+        """The firing alert `fp` as resolved at event time `at` (None if it is not firing)."""
+        alert = self.active.pop(fp, None)
+        if alert is None:
+            return None
+        return alert.model_copy(update={"status": "resolved", "ends_at": rfc3339(max(at, 0.0))})
+
     def pre_xid_lead(self, entity: int, xid_ts: float, window_s: float) -> float | None:
         """How long before `xid_ts` this GPU's pre_xid fired, if it did within `window_s`."""
         fired = self.pre_xid_fired.get(entity)

@@ -37,6 +37,7 @@ class PipelineConfig:
     cluster: str = "default"
     lateness_s: float = 10.0
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
+    xid_resolve_after_s: float = 3600.0  # an Xid alert resolves after its burst is quiet this long
     max_series: int = 2_000_000
     # a cluster-wide shift must outlast routine ones: a checkpoint's NFS burst (about three minutes), a
     # job restart reading its checkpoint back (up to eight); an NFS storm lasts a quarter hour and more
@@ -69,7 +70,9 @@ class Pipeline:
         self._cluster_families: list[Family] = []
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
-        self.xid_alerts = XidAlerts(self.alert_book, self.registry, self.config.xid_link_window_s)
+        self.xid_alerts = XidAlerts(
+            self.alert_book, self.registry, self.config.xid_link_window_s, self.config.xid_resolve_after_s
+        )
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -207,7 +210,8 @@ class Pipeline:
         ]
         cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
         self.cluster_score = float(cluster[0])
-        return alerts + [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+        alerts += [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+        return alerts + self.xid_alerts.resolve_quiet(tick)
 
     def _cluster_alert(self, tr: Transition) -> Alert:
         """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
@@ -356,4 +360,7 @@ class Pipeline:
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
         """One `xid` alert per burst: the event opening it fires it, later ones update it if it changes."""
-        return [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]
+        alerts = [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]
+        if events:  # a cluster shipping kernel logs but no metrics has no ticks to resolve them at
+            alerts += self.xid_alerts.resolve_quiet(max(ev.ts for ev in events))
+        return alerts

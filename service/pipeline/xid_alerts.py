@@ -3,6 +3,10 @@
 (same fingerprint) only when it changes what the alert says: a new code, a higher severity, the GPU
 becoming known, or a lead time. The alert is about the GPU when its PCI id has been learned from DCGM
 labels, else about the node, carrying the raw PCI id.
+
+An Xid alert resolves once its burst has been quiet for `resolve_after_s` of event time (an hour by
+default): the driver reports a fault, not its end, and an alert that never resolves would be listed
+as firing for ever and re-sent to Alertmanager by every replica that takes its partition over.
 """
 
 from __future__ import annotations
@@ -30,10 +34,14 @@ class _Incident:
 
 
 class XidAlerts:
-    def __init__(self, book: AlertBook, registry: SeriesRegistry, link_window_s: float) -> None:
+    def __init__(
+        self, book: AlertBook, registry: SeriesRegistry, link_window_s: float, resolve_after_s: float = 3600.0
+    ) -> None:
         self.book = book
         self.registry = registry
         self.link_window_s = link_window_s  # a pre_xid fired longer before the Xid is not linked
+        self.resolve_after_s = resolve_after_s
+        self.last_event: dict[str, float] = {}  # firing xid alert -> newest event time of its burst
         self.bursts = XidBursts()
         self.incidents: dict[tuple[str, float], _Incident] = {}
 
@@ -43,12 +51,23 @@ class XidAlerts:
             self.incidents.pop((quiet.node, quiet.opened_ts), None)
         burst, _ = self.bursts.observe(node, ev.ts, ev.code)
         key = (node, burst.opened_ts)
+        fp = self.book.fingerprint("xid", node, burst.opened_ts)
+        if fp in self.last_event:
+            self.last_event[fp] = max(self.last_event[fp], burst.last_ts)
         before = self.incidents.get(key)
         now = self._merge(before, ev, node, burst.codes)
         if now == before:
             return None
         self.incidents[key] = now
         return self._alert(node, burst, now)
+
+    def resolve_quiet(self, now: float) -> list[Alert]:
+        """Resolve the Xid alerts whose burst has been quiet for `resolve_after_s` at event time `now`."""
+        quiet = [fp for fp, last in self.last_event.items() if now - last >= self.resolve_after_s]
+        resolved = [a for fp in quiet if (a := self.book.resolve(fp, now)) is not None]
+        for fp in quiet:
+            del self.last_event[fp]
+        return resolved
 
     def _merge(self, inc: _Incident | None, ev: XidEvent, node: str, codes: tuple[int, ...]) -> _Incident:
         gpu, lead = self._gpu_and_lead(ev, node)
@@ -73,8 +92,10 @@ class XidAlerts:
         where = f"GPU {inc.gpu} on {node}" if inc.gpu is not None else f"PCI {inc.pci_bus_id} on {node}"
         lead_text = f"; prexid warned {inc.lead:.0f} s before" if inc.lead is not None else ""
         more = f"; burst codes {', '.join(map(str, burst.codes))}" if len(burst.codes) > 1 else ""
+        fp = self.book.fingerprint("xid", node, burst.opened_ts)
+        self.last_event[fp] = max(self.last_event.get(fp, burst.last_ts), burst.last_ts)
         return self.book.record(
-            self.book.fingerprint("xid", node, burst.opened_ts),
+            fp,
             "xid",
             severity=info.severity,
             node=node,
@@ -92,6 +113,7 @@ class XidAlerts:
 
     def snapshot_meta(self) -> dict[str, Any]:
         return {
+            "xid_last_event": self.last_event,
             "xid_bursts": [dataclasses.asdict(b) for b in self.bursts.open.values()],
             "xid_incidents": [
                 [node, ts, {**dataclasses.asdict(i), "worst": i.worst.code}]
@@ -100,6 +122,7 @@ class XidAlerts:
         }
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
+        self.last_event = {str(fp): float(ts) for fp, ts in meta["xid_last_event"].items()}
         self.bursts.open = {b["node"]: Burst(**{**b, "codes": tuple(b["codes"])}) for b in meta["xid_bursts"]}
         self.incidents = {
             (node, float(ts)): _Incident(**{**i, "codes": tuple(i["codes"]), "worst": xid_info(i["worst"])})

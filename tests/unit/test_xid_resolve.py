@@ -1,0 +1,79 @@
+"""Xid alerts resolve: the driver reports a fault, never its end, so an Xid alert fires until its burst
+has been quiet for an hour of event time. Before, every Xid ever seen stayed firing, in `/api/v1/alerts`
+and in every snapshot, and each takeover re-sent all of them to Alertmanager."""
+
+from __future__ import annotations
+
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.processor import Processor
+from prexid.service.schemas import Alert, XidEvent
+from prexid.service.state import snapshot
+
+T0 = 1_764_756_000.0
+TEMP = {"Hostname": "node-1", "gpu": "0", "UUID": "GPU-1"}
+
+
+def xid(ts: float, node: str = "node-7", code: int = 79) -> XidEvent:
+    return XidEvent(ts=ts, node=node, pci_bus_id="0000:3b:00", code=code, pid=None, process=None, message="")
+
+
+def scrapes(processor: Processor, start: float, end: float) -> list[Alert]:
+    """One gauge scraped every 15 s: the ticks that event time needs to move."""
+    out: list[Alert] = []
+    for ts in range(int(start), int(end), 15):
+        out += processor.pipeline.ingest_samples([RawSample("DCGM_FI_DEV_GPU_TEMP", TEMP, float(ts), 60.0)])
+    return out
+
+
+def test_an_xid_alert_resolves_an_hour_after_its_burst_went_quiet() -> None:
+    _, processor = build(Settings())
+    (fired,) = processor.pipeline.ingest_xids([xid(T0)])
+    before = scrapes(processor, T0, T0 + 3590)
+    assert [a for a in before if a.kind == "xid"] == []
+    assert fired.fingerprint in processor.pipeline.alert_book.active
+    after = [a for a in scrapes(processor, T0 + 3590, T0 + 3700) if a.kind == "xid"]
+    assert [(a.fingerprint, a.status) for a in after] == [(fired.fingerprint, "resolved")]
+    assert after[0].ends_at is not None and after[0].starts_at == fired.starts_at
+    assert processor.pipeline.alert_book.active == {}
+
+
+def test_a_later_xid_of_the_same_burst_keeps_its_alert_firing_for_an_hour_after_it() -> None:
+    _, processor = build(Settings())
+    (fired,) = processor.pipeline.ingest_xids([xid(T0)])
+    processor.pipeline.ingest_xids([xid(T0 + 120)])  # same burst, same code: nothing new to say
+    assert [a for a in scrapes(processor, T0, T0 + 3700) if a.kind == "xid"] == []
+    (resolved,) = [a for a in scrapes(processor, T0 + 3700, T0 + 3800) if a.kind == "xid"]
+    assert resolved.fingerprint == fired.fingerprint and resolved.status == "resolved"
+
+
+def test_kernel_logs_alone_resolve_old_xid_alerts_as_new_ones_arrive() -> None:
+    """A cluster that ships kernel logs but no metrics has no fusion ticks."""
+    _, processor = build(Settings())
+    (first,) = processor.pipeline.ingest_xids([xid(T0, "node-1")])
+    later = processor.pipeline.ingest_xids([xid(T0 + 4000, "node-2")])
+    assert [(a.node, a.status) for a in later] == [("node-2", "firing"), ("node-1", "resolved")]
+    assert later[1].fingerprint == first.fingerprint
+    assert list(processor.pipeline.alert_book.active) == [later[0].fingerprint]
+
+
+def test_a_takeover_neither_lists_nor_resends_an_xid_alert_that_resolved() -> None:
+    _, processor = build(Settings(xid_max_hold_s=60.0))
+    processor.pipeline.ingest_xids([xid(T0)])
+    scrapes(processor, T0, T0 + 3700)
+    _, taker = build(Settings(xid_max_hold_s=60.0))
+    snapshot.load(snapshot.dump(processor, {}), taker)
+    assert taker.pipeline.alert_book.active == {}
+    assert taker.pipeline.xid_alerts.last_event == {}
+
+
+def test_a_taken_over_firing_xid_alert_still_resolves_on_time() -> None:
+    _, processor = build(Settings())
+    (fired,) = processor.pipeline.ingest_xids([xid(T0)])
+    scrapes(processor, T0, T0 + 600)
+    _, taker = build(Settings())
+    snapshot.load(snapshot.dump(processor, {}), taker)
+    assert list(taker.pipeline.alert_book.active) == [fired.fingerprint]
+    resolved = [a for a in scrapes(taker, T0 + 600, T0 + 3700) if a.kind == "xid"]
+    assert [(a.fingerprint, a.status) for a in resolved] == [(fired.fingerprint, "resolved")]
