@@ -147,6 +147,24 @@ HEALTH_RULES = [
         "prexid {{ $labels.instance }} refused a partition's snapshot (damaged, or written under other "
         "detection settings or format) and relearns its GPUs from nothing: expect warm-up noise",
     ),
+    alert(
+        "PrexidClockSkew",
+        "increase(prexid_future_samples_total[15m]) > 0",
+        "0m",
+        "prexid",
+        "warning",
+        "prexid {{ $labels.instance }} dropped samples of {{ $labels.source }} dated more than the skew "
+        "limit ahead of that source: a producer's clock runs ahead (dead letters say which series)",
+    ),
+    alert(
+        "PrexidXidsPagedUnheld",
+        "increase(prexid_xid_holds_expired_total[15m]) > 0",
+        "0m",
+        "prexid",
+        "info",
+        "prexid {{ $labels.instance }} paged Xids without waiting for their metric partition, which still "
+        "looked behind after the longest hold: their lead time may be missing",
+    ),
 ]
 
 

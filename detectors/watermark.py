@@ -17,12 +17,51 @@ from numpy.typing import NDArray
 
 from prexid.detectors.base import Floats, Ids
 
+# A record time outside these years is none (Kafka's -1 for "no timestamp", 0 from a test or a file,
+# or a producer that wrote microseconds or nanoseconds where Kafka wants milliseconds).
+PLAUSIBLE_RECORD_TIME = (946_684_800.0, 7_258_118_400.0)  # 2000-01-01 .. 2200-01-01
+
+
+def plausible(record_ts: float) -> float:
+    lo, hi = PLAUSIBLE_RECORD_TIME
+    return record_ts if lo <= record_ts < hi else np.nan
+
 
 class Watermarks:
-    def __init__(self, lateness_s: float) -> None:
+    def __init__(self, lateness_s: float, future_skew_s: float = 300.0, jump_batches: int = 3) -> None:
         self.lateness_s = lateness_s
+        self.future_skew_s = future_skew_s
+        self.jump_batches = jump_batches
         self.progress: dict[str, float] = {}  # newest event time seen per source
         self.backlogged: set[str] = set()
+        self.ahead_batches: dict[
+            str, int
+        ] = {}  # batches in a row wholly ahead, of sources with no record time
+
+    def reference(self, source: str, record_ts: float) -> float:
+        """What `source` has shown of event time: its newest sample, or a newer record time."""
+        return float(np.fmax(self.progress.get(source, -np.inf), plausible(record_ts)))
+
+    def ahead(self, source: str, ts: Floats, record_ts: float) -> NDArray[np.bool_]:
+        """Which samples are dated more than `future_skew_s` ahead of what `source` has shown so far
+        (its newest sample, or the record time the transport gave): one sample dated 2199 would move
+        the watermark there, and no tick would be evaluated again.
+
+        A source with no record time (a file replayed) that is wholly ahead for `jump_batches` batches
+        in a row moved on as a whole (data after a gap), and is believed."""
+        ref = self.reference(source, record_ts)
+        if not np.isfinite(ref) or not len(ts):
+            return np.zeros(len(ts), dtype=bool)
+        with np.errstate(invalid="ignore"):
+            out = ts > ref + self.future_skew_s
+        if np.isfinite(plausible(record_ts)) or not out.all():
+            self.ahead_batches.pop(source, None)
+            return out
+        self.ahead_batches[source] = self.ahead_batches.get(source, 0) + 1
+        if self.ahead_batches[source] < self.jump_batches:
+            return out
+        del self.ahead_batches[source]
+        return np.zeros(len(ts), dtype=bool)
 
     def observe(self, source: str, newest_ts: float) -> None:
         if np.isfinite(newest_ts):
@@ -41,11 +80,12 @@ class Watermarks:
         return slowest - self.lateness_s
 
     def snapshot_meta(self) -> dict[str, Any]:
-        return {"progress": self.progress, "backlogged": sorted(self.backlogged)}
+        return {"progress": self.progress, "backlogged": sorted(self.backlogged), "ahead": self.ahead_batches}
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
         self.progress = {str(k): float(v) for k, v in meta["progress"].items()}
         self.backlogged = {str(s) for s in meta["backlogged"]}
+        self.ahead_batches = {str(k): int(v) for k, v in meta["ahead"].items()}
 
 
 class ReorderBuffer:

@@ -30,6 +30,9 @@ class DetectionSettings(BaseModel):
 
     step_s: float = Field(15.0, gt=0, description="fusion tick, one scrape interval")
     lateness_s: float = Field(10.0, ge=0, description="how late a sample may arrive and still count")
+    future_skew_s: float = Field(
+        300.0, gt=0, description="how far ahead of its source's progress a sample may be dated"
+    )
     fire_threshold: float = Field(9.0, gt=0, description="fused surprise (-log10 p) that starts an alert")
     resolve_threshold: float = Field(4.0, gt=0)
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
@@ -47,6 +50,7 @@ class DetectionSettings(BaseModel):
             cluster=cluster,
             runbook_base_url=runbook_base_url,
             lateness_s=self.lateness_s,
+            future_skew_s=self.future_skew_s,
             max_series=self.max_series,
             xid_resolve_after_s=self.xid_resolve_after_s,
             multivariate=self.multivariate,

@@ -216,7 +216,7 @@ def _scrapes(f: IO[bytes]) -> Iterator[tuple[float, list[Message], int]]:
         if key != stamp:
             stamp = key
             ts = parse_rfc3339(key.decode()) if key else ts
-        batch.append(Message(line.rstrip(b"\n"), ts, "replay.metrics", 0))
+        batch.append(Message(line.rstrip(b"\n"), np.nan, "replay.metrics", 0))  # files have no record time
         nbytes += len(line)
     if batch:
         yield ts, batch, nbytes

@@ -36,6 +36,7 @@ from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, S
 class PipelineConfig:
     cluster: str = "default"
     lateness_s: float = 10.0
+    future_skew_s: float = 300.0  # a sample dated further ahead of its source is dead-lettered
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     xid_resolve_after_s: float = 3600.0  # an Xid alert resolves after its burst is quiet this long
     max_series: int = 2_000_000
@@ -61,7 +62,7 @@ class Pipeline:
             dataclasses.replace(self.config.lifecycle, persist_ticks=self.config.cluster_persist_ticks)
         )
         self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
-        self.watermarks = Watermarks(self.config.lateness_s)
+        self.watermarks = Watermarks(self.config.lateness_s, self.config.future_skew_s)
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
         self.alert_book = AlertBook(self.config.cluster, self.config.runbook_base_url)

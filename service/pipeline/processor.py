@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from prexid.service.decode import formats, prom_kafka_adapter
 from prexid.service.decode.common import parse_rfc3339
@@ -80,6 +81,7 @@ class Run(NamedTuple):
     partition: int
     payloads: Sequence[bytes]
     message: Callable[[int], Message]  # record i as a Message: for its decoder, dead letter or host
+    newest_ts: float = np.nan  # the newest record time of the run (epoch s), NaN where there is none
 
 
 def runs(msgs: Sequence[Message]) -> list[Run]:
@@ -89,7 +91,9 @@ def runs(msgs: Sequence[Message]) -> list[Run]:
     for i in range(1, len(msgs) + 1):
         if i == len(msgs) or msgs[i][2:4] != msgs[start][2:4]:  # (topic, partition) changes
             run = msgs[start:i]
-            out.append(Run(run[0].topic, run[0].partition, [m.payload for m in run], run.__getitem__))
+            newest = max((m.ts for m in run if np.isfinite(m.ts)), default=np.nan)
+            payloads = [m.payload for m in run]
+            out.append(Run(run[0].topic, run[0].partition, payloads, run.__getitem__, newest))
             start = i
     return out
 
@@ -105,11 +109,22 @@ class DeadLetter:
 
 @dataclass
 class _Columns:
-    """One source's decoded samples, by series id (-1: refused by the cardinality limit)."""
+    """One source's decoded samples, by series id (-1: refused by the cardinality limit), and for each
+    the message it came from (its index among the source's messages: `runs` in order)."""
 
     ids: list[int] = field(default_factory=list)
     ts: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    msgs: list[int] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    newest_ts: float = np.nan  # the newest record time of its runs
+
+    def message(self, index: int) -> Message:
+        for run in self.runs:
+            if index < len(run.payloads):
+                return run.message(index)
+            index -= len(run.payloads)
+        raise IndexError(index)
 
 
 FAST_DECODERS = (prom_kafka_adapter.decode, formats.decode_metrics_auto)  # read alike by `split`
@@ -171,13 +186,15 @@ class Processor:
         `now` (wall time, live feeds only) bounds how long an Xid is held for a backlogged metric
         partition: one whose leader is away looks backlogged for as long as it is away."""
         out = Output()
-        by_source = self._decode_metrics(metrics, out)
+        by_source, decoded = self._decode_metrics(metrics, out)
         lines: list[KernelLine] = []
         for _, got in self._decode_all(logs, "logs", self._logs_decoder, out):
             lines.extend(got)
         for source, cols in by_source.items():
-            ids = np.array(cols.ids, dtype=np.int64)
-            self.pipeline.add_series(ids, np.array(cols.ts, dtype=np.float64), np.array(cols.values), source)
+            ids, ts, values, refused = self._refuse_future(source, cols, out)
+            decoded -= refused
+            self.pipeline.add_series(ids, ts, values, source)
+        self.telemetry.messages_decoded.labels("metrics").inc(decoded)
         self.pipeline.watermarks.set_backlogged(set(backlogged))
         out.alerts.extend(self.pipeline.advance(drain))
         out.events = extract_events(lines)
@@ -214,9 +231,10 @@ class Processor:
             t.dead_letters.labels(dl.reason).inc()
         t.observe_alerts(out.alerts)
 
-    def _decode_metrics(self, metric_runs: Sequence[Run], out: Output) -> dict[str, _Columns]:
+    def _decode_metrics(self, metric_runs: Sequence[Run], out: Output) -> tuple[dict[str, _Columns], int]:
         """Metric records as columns per source, series interned (the module docstring has the fast
-        path). Per-source work is paid per run, per-record work is kept to the fast path's lookups."""
+        path), and how many messages decoded. Per-source work is paid per run, per-record work is kept
+        to the fast path's lookups."""
         registry = self.pipeline.registry
         aliases = registry.aliases
         split = prom_kafka_adapter.split
@@ -225,11 +243,18 @@ class Processor:
         decoded = 0
         for run in metric_runs:
             cols = by_source.setdefault(stream_name(run.topic, run.partition), _Columns())
+            base = sum(len(r.payloads) for r in cols.runs)  # this run's first message, among the source's
+            cols.runs.append(run)
+            if np.isfinite(run.newest_ts):
+                cols.newest_ts = (
+                    max(run.newest_ts, cols.newest_ts) if np.isfinite(cols.newest_ts) else run.newest_ts
+                )
             fast = self._fast(run.topic)
             if fast and self._read_known(run.payloads, cols, stamps):
+                cols.msgs.extend(range(base, base + len(run.payloads)))
                 decoded += len(run.payloads)
                 continue
-            ids, tss, values = cols.ids, cols.ts, cols.values
+            ids, tss, values, msgs = cols.ids, cols.ts, cols.values, cols.msgs
             for i, payload in enumerate(run.payloads):
                 parts = split(payload) if fast else None
                 msg = None
@@ -249,6 +274,7 @@ class Processor:
                         ids.append(sid)
                         tss.append(ts)
                         values.append(value)
+                        msgs.append(base + i)
                         decoded += 1
                         continue
                 if msg is None:
@@ -264,9 +290,32 @@ class Processor:
                 )
                 tss.extend(got.ts)
                 values.extend(got.values)
+                msgs.extend([base + i] * len(got))
                 decoded += 1
-        self.telemetry.messages_decoded.labels("metrics").inc(decoded)
-        return by_source
+        return by_source, decoded
+
+    def _refuse_future(
+        self, source: str, cols: _Columns, out: Output
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], int]:
+        """The source's columns without the messages dated too far ahead of it (`Watermarks.ahead`),
+        and how many messages those were: each is a dead letter, its samples dropped and counted."""
+        ids = np.array(cols.ids, dtype=np.int64)
+        ts = np.array(cols.ts, dtype=np.float64)
+        values = np.array(cols.values, dtype=np.float64)
+        marks = self.pipeline.watermarks
+        ref = marks.reference(source, cols.newest_ts)  # before `ahead`, which may believe a jump
+        ahead = marks.ahead(source, ts, cols.newest_ts)
+        if not ahead.any():
+            return ids, ts, values, 0
+        msgs = np.array(cols.msgs, dtype=np.int64)
+        bad = np.unique(msgs[ahead])
+        for index in bad.tolist():
+            newest = float(ts[msgs == index].max())
+            detail = f"dated {newest - ref:.0f} s ahead of {source} (limit {marks.future_skew_s:g} s)"
+            out.dead_letters.append(DeadLetter(cols.message(index), "future_timestamp", detail))
+        dropped = np.isin(msgs, bad)
+        self.telemetry.future_samples.labels(source).inc(int(dropped.sum()))
+        return ids[~dropped], ts[~dropped], values[~dropped], len(bad)
 
     def _read_known(self, payloads: Sequence[bytes], cols: _Columns, stamps: dict[bytes, float]) -> bool:
         """Append a run whose every message `split`s into a known series, readable timestamp and value,

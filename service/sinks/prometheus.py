@@ -97,6 +97,12 @@ class Telemetry:
         self.kernel_events = Counter(
             "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
         )
+        self.future_samples = Counter(
+            "prexid_future_samples",
+            "Metric samples dropped as dated too far ahead of their source, by source",
+            ["source"],
+            registry=registry,
+        )
         self.xid_holds_expired = Counter(
             "prexid_xid_holds_expired",
             "Xids paged after waiting the longest hold for a metric partition that still looked behind",

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -44,7 +45,10 @@ def to_message(rec: ConsumerRecord) -> Message:
 
 def to_run(tp: TopicPartition, records: list[ConsumerRecord]) -> Run:
     """A partition's metric records as the processor's run: payloads, and a Message on demand."""
-    return Run(tp.topic, tp.partition, [r.value or b"" for r in records], lambda i: to_message(records[i]))
+    newest = max(records[0].timestamp, records[-1].timestamp) / 1000.0 if records else np.nan
+    return Run(
+        tp.topic, tp.partition, [r.value or b"" for r in records], lambda i: to_message(records[i]), newest
+    )
 
 
 def source(tp: TopicPartition) -> str:
