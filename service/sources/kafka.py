@@ -289,11 +289,15 @@ class KafkaRunner:
         """Checkpoint the shards of revoked partition indexes, then drop them (`ShardOwner`)."""
         async with self.lock:
             gone = sorted(indexes & set(self.shards))
-            await self.checkpoint(gone)
-            for index in gone:
-                del self.shards[index]
-                log.info("partition %d handed off", index)
-            self._publish_shards()
+            try:
+                await self.checkpoint(gone)
+            except Exception:  # aiokafka swallows a callback's exception: say it, and let go all the same
+                log.exception("checkpoint on revoke failed: the next owner resumes from the last one")
+            finally:  # a shard kept after its revoke would go on snapshotting another owner's partition
+                for index in gone:
+                    del self.shards[index]
+                    log.info("partition %d handed off", index)
+                self._publish_shards()
 
     async def take_over(self, assigned: dict[int, list[TopicPartition]]) -> None:
         """Restore the shards of newly assigned partition indexes (`ShardOwner`)."""
@@ -312,16 +316,21 @@ class KafkaRunner:
         """Take shard `index` over: restore its snapshot and seek to the offsets stored with it."""
         t = self.state.telemetry
         shard = Shard(self.new_processor())
-        found = await self.store.load(index)
         how, why = "no_snapshot", "cold: no snapshot"
-        if found is not None:
-            try:  # in a thread: seconds at a million series, and the loop keeps heartbeating
+        try:
+            found = await self.store.load(index)
+            if found is not None:  # in a thread: seconds at a million series, the loop heartbeats
                 with t.restore_seconds.time():
                     stored = await asyncio.to_thread(snapshot.read, found.stream, found.size, shard.processor)
-            except snapshot.SnapshotError as err:
-                how, why = "refused", f"cold: {err}"
-                shard = Shard(self.new_processor())
-            else:
+        except snapshot.SnapshotError as err:
+            how, why = "refused", f"cold: {err}"
+            shard = Shard(self.new_processor())
+        except Exception as err:  # aiokafka swallows a callback's exception: never an unowned partition
+            log.exception("restoring partition %d failed", index)
+            how, why = "refused", f"cold: {err!r}"
+            shard = Shard(self.new_processor())
+        else:
+            if found is not None:
                 how, why = "snapshot", "from its snapshot"
                 for tp in tps:
                     if source(tp) in stored:

@@ -27,10 +27,12 @@ from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from prexid.service.app.settings import Settings
 from prexid.service.sources.kafka_security import client_options
+from prexid.service.state.snapshot import SnapshotError
 
 log = logging.getLogger(__name__)
 CHUNKS_HEADER = "prexid.chunks"
 SIZE_HEADER = "prexid.size"  # the snapshot's bytes before compression
+MAX_DEFLATE_RATIO = 1032  # deflate's largest expansion: a stored size beyond it is a lie
 
 
 SMALL_PIECE = 64 << 10  # pieces below this (series keys) are coalesced before zlib sees them
@@ -165,7 +167,7 @@ class ChangelogStore:
             if [r.key for r in records] != [f"shard-{shard}/{i}".encode() for i in range(count)]:
                 log.warning("the newest snapshot of partition %d is incomplete; starting it cold", shard)
                 return None
-            return Found(Inflate(r.value or b"" for r in records), int(headers[SIZE_HEADER]))
+            return Found(Inflate(r.value or b"" for r in records), claimed_size(headers, records))
         finally:
             await consumer.stop()
 
@@ -210,3 +212,16 @@ async def _partition_count(admin: Any, topic: str, wait_s: float = 15.0) -> int:
         if desc["partitions"] or asyncio.get_running_loop().time() > deadline:
             return len(desc["partitions"])
         await asyncio.sleep(0.1)
+
+
+def claimed_size(headers: dict[str, bytes], records: list[ConsumerRecord]) -> int:
+    """The snapshot's size as its header states it, if deflate could have made it from these chunks:
+    restore allocates from it, so a forged record claiming gigabytes must be refused, not obeyed."""
+    try:
+        size = int(headers[SIZE_HEADER])
+    except ValueError:
+        raise SnapshotError(f"unreadable {SIZE_HEADER} header {headers[SIZE_HEADER][:32]!r}") from None
+    compressed = sum(len(r.value or b"") for r in records)
+    if not 0 <= size <= MAX_DEFLATE_RATIO * compressed + 64:
+        raise SnapshotError(f"claims {size} bytes from {compressed} compressed: more than deflate can hold")
+    return size

@@ -16,6 +16,8 @@ from prexid.service.pipeline.processor import Processor
 from prexid.service.schemas import Alert
 from prexid.service.sinks.kafka import alert_key
 from prexid.service.sources.kafka import KafkaRunner, Shard
+from prexid.service.state.changelog_store import claimed_size
+from prexid.service.state.snapshot import SnapshotError
 
 TP = TopicPartition("metrics", 1)
 
@@ -160,3 +162,54 @@ async def test_a_batch_cut_short_while_publishing_leaves_the_shards_offsets_wher
 class Published:
     async def publish(self, out: object) -> None:
         return None
+
+
+class FlakyStore:
+    """A changelog store whose load fails for some partitions the way a forged record made it fail."""
+
+    def __init__(self, failing: set[int]) -> None:
+        self.failing = failing
+
+    async def load(self, shard: int) -> None:
+        if shard in self.failing:
+            raise MemoryError("a buffer sized from a forged record")
+        return None
+
+    async def save(self, shard: int, pieces: object) -> None:
+        raise KafkaConnectionError("broker away")
+
+
+async def test_a_restore_that_fails_starts_its_shard_cold_and_the_rest_of_the_assignment_goes_on() -> None:
+    """aiokafka logs and swallows a rebalance callback's exception: before, that shard and every later
+    one of the assignment were never created while /readyz said ready."""
+    state, _ = build(Settings())
+    runner = KafkaRunner(Settings(), state, build_processor)
+    runner.store = FlakyStore({0})  # type: ignore[assignment]
+    await runner.take_over({0: [TopicPartition("metrics", 0)], 1: [TopicPartition("metrics", 1)]})
+    assert sorted(runner.shards) == [0, 1] and sorted(state.shards) == [0, 1]
+    sample = state.telemetry.registry.get_sample_value
+    assert sample("prexid_takeovers_total", {"how": "refused"}) == 1.0
+    assert sample("prexid_takeovers_total", {"how": "no_snapshot"}) == 1.0
+    assert runner.assignments == 1
+
+
+async def test_a_shard_whose_checkpoint_fails_on_revoke_is_let_go_all_the_same() -> None:
+    """Kept, it would go on writing snapshots of a partition another replica now owns (a zombie)."""
+    state, _ = build(Settings())
+    runner = KafkaRunner(Settings(), state, build_processor)
+    runner.store = FlakyStore(set())  # type: ignore[assignment]
+    runner.shards[2] = Shard(build_processor(), {TP: 7})
+    runner.shards[3] = Shard(build_processor())
+    await runner.hand_off({2, 5})
+    assert sorted(runner.shards) == [3] and sorted(state.shards) == [3]
+    assert state.telemetry.registry.get_sample_value("prexid_checkpoints_total", {"outcome": "failed"}) == 1.0
+
+
+def test_a_snapshot_record_claiming_more_than_deflate_can_hold_is_refused() -> None:
+    forged = ConsumerRecord("s", 0, 0, 0, 0, b"shard-0/0", b"x" * 18, None, 9, 18, [])
+    headers = {"prexid.chunks": b"1", "prexid.size": str(2**40).encode()}
+    with pytest.raises(SnapshotError, match="more than deflate can hold"):
+        claimed_size(headers, [forged])
+    with pytest.raises(SnapshotError, match="unreadable"):
+        claimed_size({**headers, "prexid.size": b"lots"}, [forged])
+    assert claimed_size({**headers, "prexid.size": b"18000"}, [forged]) == 18000
