@@ -210,6 +210,38 @@ class Processor:
                 listener(out.alerts)
         return out
 
+    def process_isolating(
+        self,
+        metrics: Sequence[Run],
+        logs: Sequence[Message],
+        backlogged: Collection[str],
+        drain: bool = False,
+        now: float | None = None,
+    ) -> Output:
+        """`process_runs`, where a record that breaks something past its decoder costs that record only.
+
+        Decoders are guarded message by message; anything later that raises (a bug, or input that
+        decodes fine and breaks a later stage) would fail the whole batch, and every replica that
+        takes the partition over would fail on the same record for ever. So the batch is halved until
+        the failing record is alone, and that record becomes a dead letter (`processing_error`, with
+        the stage and the exception). Records processed before a failure may be processed again."""
+        try:
+            return self.process_runs(metrics, logs, backlogged, drain, now)
+        except Exception as exc:
+            size = sum(len(r.payloads) for r in metrics) + len(logs)
+            if size > 1:
+                first, second = _halves(metrics, logs)
+                a = self.process_isolating(*first, backlogged, drain, now)
+                b = self.process_isolating(*second, backlogged, drain, now)
+                return Output(a.alerts + b.alerts, a.dead_letters + b.dead_letters, a.events + b.events)
+            msg = metrics[0].message(0) if metrics else logs[0]
+            stage = _stage(exc)
+            log.exception("%s[%d]@%d broke processing in %s", msg.topic, msg.partition, msg.offset, stage)
+            dl = DeadLetter(msg, "processing_error", f"stage={stage}: {exc!r}"[:300])
+            self.telemetry.dead_letters.labels(dl.reason).inc()
+            self.telemetry.messages.labels("metrics" if metrics else "logs").inc()
+            return Output(dead_letters=[dl])
+
     def _count(
         self,
         metrics: Sequence[Run],
@@ -406,6 +438,47 @@ class Processor:
                 since.append(at)
         self.held_xids, self.held_since = kept, since
         return sorted(ready, key=lambda x: x.ts)
+
+
+def _stage(exc: BaseException) -> str:
+    """Where in prexid an exception was raised: the innermost of its frames in prexid's own code."""
+    stage, tb = "?", exc.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module.startswith("prexid."):
+            stage = f"{module}.{tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return stage
+
+
+def _halves(
+    metrics: Sequence[Run], logs: Sequence[Message]
+) -> tuple[tuple[list[Run], list[Message]], tuple[list[Run], list[Message]]]:
+    """A batch cut in two of about equal record counts, each record's order kept."""
+    records = [(run, i) for run in metrics for i in range(len(run.payloads))]
+    cut = (len(records) + len(logs)) // 2
+    if cut < len(records):
+        head, tail = records[:cut], records[cut:]
+        return (_as_runs(head), []), (_as_runs(tail), list(logs))
+    return (list(metrics), list(logs[: cut - len(records)])), ([], list(logs[cut - len(records) :]))
+
+
+def _as_runs(records: list[tuple[Run, int]]) -> list[Run]:
+    """Records of runs as runs again: one per stretch of the same run."""
+    groups: list[tuple[Run, list[int]]] = []
+    for run, i in records:
+        if groups and groups[-1][0] is run:
+            groups[-1][1].append(i)
+        else:
+            groups.append((run, [i]))
+    return [
+        Run(run.topic, run.partition, [run.payloads[i] for i in idx], _pick_message(run, idx), run.newest_ts)
+        for run, idx in groups
+    ]
+
+
+def _pick_message(run: Run, idx: list[int]) -> Callable[[int], Message]:
+    return lambda k: run.message(idx[k])
 
 
 def _stamp(stamps: dict[bytes, float], raw: bytes) -> float:

@@ -204,7 +204,7 @@ class KafkaRunner:
                 continue
             backlogged = await self._backlogged_metric_sources(index)
             with self.state.telemetry.batch_seconds.time():
-                part = shard.processor.process_runs(metrics, logs, backlogged, now=time.monotonic())
+                part = shard.processor.process_isolating(metrics, logs, backlogged, now=time.monotonic())
             done.append((shard, {tp: records[-1].offset + 1 for tp, records in read.items()}))
             out.alerts += part.alerts
             out.dead_letters += part.dead_letters

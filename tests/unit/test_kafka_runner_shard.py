@@ -12,9 +12,15 @@ from aiokafka.errors import KafkaConnectionError
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
-from prexid.service.pipeline.processor import Processor
-from prexid.service.schemas import Alert
-from prexid.service.sinks.kafka import alert_key
+from prexid.service.pipeline.processor import DeadLetter, Message, Processor
+from prexid.service.schemas import Alert, Signal
+from prexid.service.sinks.kafka import (
+    MAX_REQUEST_BYTES,
+    alert_key,
+    dead_letter_headers,
+    fitted_alert,
+    fitted_dead_letter,
+)
 from prexid.service.sources.kafka import KafkaRunner, Shard
 from prexid.service.state.changelog_store import claimed_size
 from prexid.service.state.snapshot import SnapshotError
@@ -213,3 +219,26 @@ def test_a_snapshot_record_claiming_more_than_deflate_can_hold_is_refused() -> N
     with pytest.raises(SnapshotError, match="unreadable"):
         claimed_size({**headers, "prexid.size": b"lots"}, [forged])
     assert claimed_size({**headers, "prexid.size": b"18000"}, [forged]) == 18000
+
+
+def test_a_dead_letter_larger_than_a_record_is_cut_with_a_header_saying_so() -> None:
+    big = DeadLetter(Message(b"x" * (3 << 20), 0.0, "logs", 0, 9), "line_too_long", "")
+    payload, headers = fitted_dead_letter(big)
+    assert len(payload) < MAX_REQUEST_BYTES and payload == b"x" * len(payload)
+    assert ("prexid.truncated", str(3 << 20).encode()) in headers
+    small = DeadLetter(Message(b"abc", 0.0, "logs", 0, 9), "empty", "")
+    assert fitted_dead_letter(small) == (b"abc", dead_letter_headers(small))
+
+
+def test_an_alert_with_a_megabyte_label_is_published_slimmed_with_a_header() -> None:
+    signal = Signal(
+        family="thermal", metric="m", labels={"job": "j" * (2 << 20)}, value=1.0, baseline=0.0, surprise=9.0
+    )
+    base = {"fingerprint": "f", "severity": "warning", "cluster": "c", "node": "n", "starts_at": "x"}
+    alert = Alert(
+        status="firing", kind="pre_xid", gpu=3, ends_at=None, score=0.5, signals=[signal], summary="s", **base
+    )
+    body, headers = fitted_alert(alert)
+    assert len(body) < MAX_REQUEST_BYTES and headers[0][0] == "prexid.truncated"
+    slim = Alert.model_validate_json(body)
+    assert slim.fingerprint == "f" and slim.signals[0].labels == {} and slim.signals[0].metric == "m"
