@@ -1,0 +1,192 @@
+"""Kernel lines as an attacker or a careless producer writes them (issue 15, items 4, 5, 8 and 10):
+matching stays linear, the details of an Xid line are read as the driver printed them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prexid.service.decode import formats
+from prexid.service.decode.kernel_events import extract_events
+from prexid.service.decode.types import DecodeError, KernelLine
+from prexid.service.schemas import GpuResetEvent, XidEvent
+
+REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."
+
+
+def _line(message: str) -> KernelLine:
+    return KernelLine(REF, "node-a", message, True)
+
+
+# --- item 5: linear-time matching -------------------------------------------------------------
+
+# Beginnings of every pattern on the hot path that never complete: each makes a backtracking
+# pattern with an unbounded quantifier rescan the rest of the line.
+ADVERSARIAL_UNITS = [
+    "nvidia-nvswitch1: SXid (PCI:0000:86:00.0",
+    "NVRM: Xid (PCI:0000:3b:00",
+    "NVRM: Xid (PCI:0000:3b:00 GPU-I:03",
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=",
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, ",
+    "NVRM: GPU 0000:3b:00.0",
+    "NVRM: GPU at PCI:0000:3b:00: ",
+    "NVRM: Xid (",
+    "SXid (PCI:",
+    "Link 1",
+    "0000:3b:00:",
+]
+LINE_CHARS = 256 * 1024
+
+
+def _decode_and_extract(fmt: str, payload: bytes) -> None:
+    try:
+        lines = formats.log_decoder(fmt)(payload, REF, "node-a")
+    except DecodeError:  # a line the random unit broke (a line break in it, say): also fine
+        return
+    extract_events(lines)
+
+
+def _envelope(fmt: str, message: str) -> bytes:
+    if fmt == "syslog":
+        return f"<0>Dec  2 13:00:15 node-a kernel: {message}".encode()
+    if fmt == "rfc5424":
+        return f"<3>1 2026-12-02T13:00:15Z node-a kernel - - - {message}".encode()
+    if fmt == "dmesg":
+        return f"[ 1234.5] {message}".encode()
+    if fmt == "kmsg":
+        return f"3,1,1,-;{message}".encode()
+    return orjson.dumps({"MESSAGE": message, "_TRANSPORT": "kernel"})
+
+
+FORMATS = ["syslog", "rfc5424", "dmesg", "kmsg", "journald"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    unit=st.one_of(st.sampled_from(ADVERSARIAL_UNITS), st.text(min_size=1, max_size=40)),
+    filler=st.text(alphabet='(): ,0123456789abcdef-=\\"[]', max_size=8),
+    fmt=st.sampled_from(FORMATS),
+)
+def test_a_long_adversarial_line_costs_little_per_byte(unit: str, filler: str, fmt: str) -> None:
+    """256 KiB of a repeated partial pattern, in every envelope, decoded and searched well within a
+    loose budget (~0.4 us a byte; a real kernel line is under 1 KiB and takes microseconds). With an
+    unbounded `[^)]*` this took seconds (20 s for 1.5 MB)."""
+    piece = unit + filler
+    message = piece * (LINE_CHARS // len(piece) + 1)
+    payload = _envelope(fmt, message[:LINE_CHARS])
+    start = time.perf_counter()
+    _decode_and_extract(fmt, payload)
+    assert time.perf_counter() - start < 0.1
+
+
+def _best_of(runs: int, call: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL_UNITS[:3])
+def test_matching_cost_grows_linearly_with_the_line(unit: str) -> None:
+    """A line 4x as long costs at most ~8x (quadratic matching costs 16x), with a floor for timer noise."""
+    short, long = unit * 2_000, unit * 8_000
+    t_short = _best_of(3, lambda: extract_events([_line(short)]))
+    t_long = _best_of(3, lambda: extract_events([_line(long)]))
+    assert t_long < 8 * t_short + 0.005
+
+
+def test_an_xid_past_the_searched_length_of_a_huge_line_costs_no_time() -> None:
+    """Only the first 16 KiB of a message are searched (a kernel record is at most 1 KiB)."""
+    line = _line(XID + " " + "x" * 2_000_000 + XID)
+    start = time.perf_counter()
+    events = extract_events([line])
+    assert time.perf_counter() - start < 0.05
+    assert [e.code for e in events if isinstance(e, XidEvent)] == [79]
+
+
+# --- item 10: kernel-line details -------------------------------------------------------------
+
+
+def test_a_seven_digit_xid_code_is_read_whole() -> None:
+    [ev] = extract_events([_line("NVRM: Xid (PCI:0000:3b:00): 1234567, pid=1, name=x, Something")])
+    assert isinstance(ev, XidEvent) and ev.code == 1234567 and ev.message == "Something"
+
+
+def test_an_absurdly_long_xid_code_is_no_event_rather_than_a_truncated_one() -> None:
+    assert extract_events([_line("NVRM: Xid (PCI:0000:3b:00): 12345678901234, pid=1, name=x, y")]) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "process", "text"),
+    [
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=my, proc, GPU has fallen off the bus.",
+            "my, proc",
+            "GPU has fallen off the bus.",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 13, pid=7, name=a, b, c, Graphics SM Warp",
+            "a, b, c",
+            "Graphics SM Warp",
+        ),
+        # the driver's own short first field stays in the text
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 31, pid=7, name=pt, Ch 00000009, intr 10000000. MMU Fault",
+            "pt",
+            "Ch 00000009, intr 10000000. MMU Fault",
+        ),
+        ("NVRM: Xid (PCI:0000:3b:00): 43, pid=7, name=torchrun, Ch 00000020", "torchrun", "Ch 00000020"),
+        ("NVRM: Xid (PCI:0000:3b:00): 43, pid=7, name=python3", "python3", ""),
+    ],
+)
+def test_a_process_name_holding_a_comma_is_read_whole(message: str, process: str, text: str) -> None:
+    [ev] = extract_events([_line(message)])
+    assert isinstance(ev, XidEvent) and (ev.process, ev.message) == (process, text)
+
+
+def test_two_xids_in_one_journald_record_are_two_events() -> None:
+    record = {
+        "_TRANSPORT": "kernel",
+        "_HOSTNAME": "node-d",
+        "MESSAGE": "NVRM: Xid (PCI:0000:cc:00): 119, pid=2020, name=python3, Timeout after 6s\n"
+        "NVRM: Xid (PCI:0000:cc:00): 120, pid=2020, name=python3, GSP task exception",
+    }
+    lines = formats.log_decoder("journald")(orjson.dumps(record), REF)
+    events = extract_events(lines)
+    assert [(e.code, e.message) for e in events if isinstance(e, XidEvent)] == [
+        (119, "Timeout after 6s"),
+        (120, "GSP task exception"),
+    ]
+
+
+def test_two_xids_on_one_line_are_two_events() -> None:
+    message = (
+        "kernel: NVRM: Xid (PCI:0000:3b:00): 94, pid=1, name=a, Contained: SM (0x1). "
+        "NVRM: Xid (PCI:0000:3b:00): 45, pid=1, name=a, Preemptive Cleanup"
+    )
+    events = extract_events([_line(message)])
+    assert [(e.code, e.message) for e in events if isinstance(e, XidEvent)] == [
+        (94, "Contained: SM (0x1)."),
+        (45, "Preemptive Cleanup"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "action"),
+    [
+        ("NVRM: GPU 0000:3b:00.0: rm_init_adapter failed, device minor number 0", "init_failed"),
+        ("NVRM: GPU 0000:3b:00.0: Resetting GPU", "reset"),
+        ("NVRM: Resetting GPU 0000:3b:00.0", "reset"),
+    ],
+)
+def test_init_failures_and_resets_are_events(message: str, action: str) -> None:
+    [ev] = extract_events([_line(message)])
+    assert isinstance(ev, GpuResetEvent) and ev.action == action and ev.pci_bus_id == "0000:3b:00"
