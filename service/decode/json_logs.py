@@ -16,7 +16,7 @@ from typing import Any
 
 from prexid.service.decode import syslog
 from prexid.service.decode.common import epoch_seconds, load_json
-from prexid.service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line
 
 _MESSAGE = ("MESSAGE", "message", "msg", "log")
 _HOST = ("_HOSTNAME", "host", "hostname")
@@ -25,12 +25,11 @@ _FACILITY = ("facility", "SYSLOG_FACILITY")
 _IDENT = ("SYSLOG_IDENTIFIER", "ident", "programname", "syslogtag")
 
 
-def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
-    text = utf8(payload)
-    docs = [load_json(line.encode()) for line in text.splitlines() if line.strip()]
-    if not docs:
-        raise DecodeError("empty", "no records")
-    return [record_line(doc, ref_ts, host) for doc in docs]
+def decode(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
+    """One record per line (NDJSON); lines are split on `\n` only (a U+2028 in a string is no break)."""
+    return each_line(payload, lambda raw: record_line(load_json(raw), ref_ts, host), errors, "no records")
 
 
 def record_line(doc: Any, ref_ts: float, host: str | None = None) -> KernelLine:

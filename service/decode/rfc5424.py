@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line, utf8
 
 _HEAD = re.compile(r"^<(?P<pri>\d{1,3})>1 (?P<ts>\S+) (?P<host>\S+) (?P<app>\S+) \S+ \S+ (?P<rest>.*)$")
 _SD = re.compile(r'^(?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: |$)')
@@ -29,8 +29,7 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
     return KernelLine(ts, host, message, kernel)
 
 
-def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
-    out = [parse_line(raw, ref_ts) for raw in utf8(payload).splitlines() if raw.strip()]
-    if not out:
-        raise DecodeError("empty", "no lines")
-    return out
+def decode(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
+    return each_line(payload, lambda raw: parse_line(utf8(raw), ref_ts), errors)

@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime
 
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line, utf8
 
 _LINE = re.compile(
     r"^(?:<(?P<pri>\d{1,3})>)?(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})"
@@ -60,9 +60,8 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
     return KernelLine(ts, m["host"], m["rest"], is_kernel(m["pri"], m["rest"]))
 
 
-def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
+def decode(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
     """Every non-empty line of the message; a message may hold several lines."""
-    out = [parse_line(raw, ref_ts) for raw in utf8(payload).splitlines() if raw.strip()]
-    if not out:
-        raise DecodeError("empty", "no lines")
-    return out
+    return each_line(payload, lambda raw: parse_line(utf8(raw), ref_ts), errors)

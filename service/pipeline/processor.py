@@ -3,6 +3,9 @@
 Every message is accounted for exactly once: it decodes to at least one record (counted in
 `prexid_messages_decoded_total{stream}`) or it becomes a dead letter with a reason (counted in
 `prexid_dead_letters_total{reason}`), so decoded + dead-lettered = consumed (`prexid_messages_total`).
+One bad line of a multi-line log message costs that line only: the message's other lines are read
+(it counts as decoded) and the bad line is a dead letter of its own (its bytes as the payload, the
+message's topic and offset, `line N` in the detail), counted in `prexid_dead_letters_total` too.
 
 Most metric records are prometheus-kafka-adapter samples of series seen before. Those are read without
 parsing JSON: `prom_kafka_adapter.split` cuts out timestamp, value and the bytes naming the series, and
@@ -30,7 +33,7 @@ import numpy as np
 from prexid.service.decode import formats, prom_kafka_adapter
 from prexid.service.decode.common import parse_rfc3339
 from prexid.service.decode.kernel_events import extract_events
-from prexid.service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, LogDecoder, MetricDecoder
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import Alert, GpuOffBusEvent, KernelEvent, XidEvent
 from prexid.service.sinks.prometheus import Telemetry
@@ -96,11 +99,14 @@ def runs(msgs: Sequence[Message]) -> list[Run]:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A message prexid could not read, with where it came from and why."""
+    """A message prexid could not read, with where it came from and why. `line`: the 1-based number
+    of a bad line in a log message whose other lines were read (`message.payload` is then that line
+    alone); None for a whole message."""
 
     message: Message
     reason: str
     detail: str
+    line: int | None = None
 
 
 @dataclass
@@ -166,9 +172,7 @@ class Processor:
         """`process`, with the metric records as runs per topic partition (what Kafka hands over)."""
         out = Output()
         by_source = self._decode_metrics(metrics, out)
-        lines: list[KernelLine] = []
-        for _, got in self._decode_all(logs, "logs", self._logs_decoder, out):
-            lines.extend(got)
+        lines = self._decode_logs(logs, out)
         for source, cols in by_source.items():
             ids = np.array(cols.ids, dtype=np.int64)
             self.pipeline.add_series(ids, np.array(cols.ts, dtype=np.float64), np.array(cols.values), source)
@@ -293,12 +297,35 @@ class Processor:
         except DecodeError:  # a format that is no metric format: each message is a dead letter
             return False
 
-    def _decode_all(
-        self, msgs: Sequence[Message], stream: str, pick: Callable[[str], Callable[..., T]], out: Output
-    ) -> list[tuple[Message, T]]:
-        decoded = [(msg, got) for msg in msgs if (got := self._decode_one(msg, pick, out)) is not None]
-        self.telemetry.messages_decoded.labels(stream).inc(len(decoded))
-        return decoded
+    def _decode_logs(self, logs: Sequence[Message], out: Output) -> list[KernelLine]:
+        """Every log message's lines. A message none of whose lines decode is one dead letter (the
+        first bad line's reason); in a message with good lines, each bad line is a dead letter."""
+        lines: list[KernelLine] = []
+        decoded = 0
+        for msg in logs:
+            errors: list[LineError] = []
+            try:
+                got = self._logs_decoder(msg.topic)(msg.payload, msg.ts, msg.transport_host(), errors)
+            except DecodeError as err:
+                out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
+                continue
+            except Exception as exc:  # a decoder bug must cost one message, not the consumer
+                log.exception("decoder failed on %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+                out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
+                continue
+            if not got:
+                first = errors[0] if errors else LineError(0, msg.payload, DecodeError("empty", "no lines"))
+                more = f" (and {len(errors) - 1} more bad lines)" if len(errors) > 1 else ""
+                out.dead_letters.append(DeadLetter(msg, first.error.reason, first.error.detail + more))
+                continue
+            for bad in errors:
+                detail = f"line {bad.number}: {bad.error.detail}"
+                dl = DeadLetter(msg._replace(payload=bad.line), bad.error.reason, detail, bad.number)
+                out.dead_letters.append(dl)
+            lines.extend(got)
+            decoded += 1
+        self.telemetry.messages_decoded.labels("logs").inc(decoded)
+        return lines
 
     def _decode_one(self, msg: Message, pick: Callable[[str], Callable[..., T]], out: Output) -> T | None:
         """The message decoded by its topic's decoder, or None and a dead letter saying why."""

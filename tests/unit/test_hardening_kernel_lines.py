@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from prexid.service.decode import formats
 from prexid.service.decode.kernel_events import extract_events
 from prexid.service.decode.types import DecodeError, KernelLine
+from prexid.service.pipeline.processor import Message, Output
 from prexid.service.schemas import GpuResetEvent, XidEvent
+from tests.unit import wiring
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."
@@ -190,3 +192,53 @@ def test_two_xids_on_one_line_are_two_events() -> None:
 def test_init_failures_and_resets_are_events(message: str, action: str) -> None:
     [ev] = extract_events([_line(message)])
     assert isinstance(ev, GpuResetEvent) and ev.action == action and ev.pci_bus_id == "0000:3b:00"
+
+
+# --- item 8: one bad line costs one line ------------------------------------------------------
+
+SYSLOG_XID = f"<0>Dec  2 13:00:15 node-a kernel: {XID}"
+
+
+def _process(payload: bytes, logs_format: str = "auto") -> Output:
+    return wiring.processor(logs_format=logs_format).process([], [Message(payload, REF, "logs", 0, 7)], ())
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_a_unicode_line_separator_inside_a_json_string_splits_nothing(separator: str) -> None:
+    message = XID.replace("name=python3", f"name=py{separator}th")
+    record = orjson.dumps({"_TRANSPORT": "kernel", "_HOSTNAME": "node-d", "MESSAGE": message})
+    assert separator.encode() in record  # sent raw, as JSON allows
+    out = _process(record, "journald")
+    assert out.dead_letters == []
+    [ev] = out.events
+    assert isinstance(ev, XidEvent) and ev.code == 79 and ev.process == f"py{separator}th"
+
+
+def test_a_line_separator_in_a_process_name_cannot_hide_its_xid() -> None:
+    out = _process(SYSLOG_XID.replace("name=python3", "name=my\u0085 x").encode())
+    assert out.dead_letters == []
+    assert [e.code for e in out.events if isinstance(e, XidEvent)] == [79]
+
+
+def test_one_bad_line_is_dead_lettered_alone_and_the_other_lines_are_read() -> None:
+    payload = f"{SYSLOG_XID}\r\nthis is no syslog line\n\n{SYSLOG_XID.replace('79,', '48,')}\n".encode()
+    out = _process(payload)
+    assert [e.code for e in out.events if isinstance(e, XidEvent)] == [79, 48]
+    [dl] = out.dead_letters
+    assert dl.reason == "not_syslog" and dl.message.payload == b"this is no syslog line" and dl.line == 2
+    assert dl.detail.startswith("line 2: ") and (dl.message.topic, dl.message.offset) == ("logs", 7)
+
+
+def test_a_bad_ndjson_record_costs_that_record_only() -> None:
+    good = orjson.dumps({"_TRANSPORT": "kernel", "MESSAGE": XID})
+    out = _process(good + b'\n{"MESSAGE": \n' + good, "journald")
+    assert len(out.events) == 2
+    [dl] = out.dead_letters
+    assert dl.reason == "invalid_json" and dl.message.payload == b'{"MESSAGE": '
+
+
+def test_a_message_of_only_bad_lines_is_one_dead_letter() -> None:
+    payload = b"garbage\nmore garbage\n"
+    [dl] = _process(payload, "syslog").dead_letters
+    assert dl.reason == "not_syslog" and dl.message.payload == payload and dl.line is None
+    assert "1 more" in dl.detail
