@@ -1,7 +1,8 @@
 """The kernel ring buffer read directly: `dmesg` output and `/dev/kmsg` records. Every line is a kernel line.
 
 - `dmesg`: `[ 1234.567890] message` (seconds since boot) or `dmesg -T`: `[Sun Nov 30 02:20:00 2026] message`,
-  optionally with `dmesg -x` prefixes `kern  :err   : `.
+  optionally with `dmesg -x` prefixes `kern  :err   : `: a facility other than `kern` is userspace
+  writing to /dev/kmsg, never a kernel line. Without the prefix the origin is `unproven`.
 - `/dev/kmsg`: `PRI,SEQ,TS_USEC,FLAGS[,...];message`, followed by ` KEY=VALUE` dictionary lines (skipped).
   Only facility `kern` records count; userspace can write other facilities to /dev/kmsg.
 Neither names the host: it comes from the Kafka key or `host` header (`unknown` without one). Seconds
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 
 from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line, utf8
 
-_DMESG = re.compile(r"^(?:[a-z]+ *:[a-z]+ *: )?\[(?P<stamp>[^\]]*)\] ?(?P<msg>.*)$")
+_DMESG = re.compile(r"^(?:(?P<facility>[a-z0-9]{1,8}) *:[a-z]{1,8} *: )?\[(?P<stamp>[^\]]*)\] ?(?P<msg>.*)$")
 _KMSG = re.compile(r"^(?P<pri>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<msg>.*)$")
 _MONOTONIC = re.compile(r"^\s*\d+\.\d+$")
 
@@ -38,7 +39,10 @@ def _dmesg_line(raw: str, ref_ts: float, host: str | None) -> KernelLine:
     if m is None:
         raise DecodeError("not_dmesg", raw[:120])
     ts = ref_ts if _MONOTONIC.match(m["stamp"]) else _human_time(m["stamp"], raw)
-    return KernelLine(ts, host or "unknown", m["msg"])
+    facility = m["facility"]
+    if facility is None:
+        return KernelLine(ts, host or "unknown", m["msg"], True, "unproven")
+    return KernelLine(ts, host or "unknown", m["msg"], facility == "kern")
 
 
 def decode_kmsg(

@@ -41,7 +41,7 @@ LOG_DECODERS: dict[str, LogDecoder] = {
 
 _INFLUX = re.compile(r"^(?:[^\s\\{#]|\\.)+ (?:[^\s=\\]|\\.)+=")
 _KMSG = re.compile(rb"^\d+,\d+,\d+,[^;]*;")
-_DMESG = re.compile(rb"^(?:[a-z]+ *:[a-z]+ *: )?\[")
+_DMESG = re.compile(rb"^(?:[a-z0-9]{1,8} *:[a-z]{1,8} *: )?\[")
 _SYSLOG_3164 = re.compile(rb"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d |\d{4}-\d\d-\d\dT)")
 
 

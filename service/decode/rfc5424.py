@@ -1,7 +1,8 @@
 """RFC5424 syslog: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA MSG`.
 
 `<4>1 2026-12-02T13:00:15.123456+00:00 node-17 kernel - - - NVRM: Xid (...)`. A kernel line has
-facility `kern` (PRI < 8) or APP-NAME `kernel`. A nil (`-`) timestamp falls back to the record time.
+facility `kern` (PRI < 8); APP-NAME is the sender's to choose, so APP-NAME `kernel` with another
+facility is a refused claim, never a kernel line. A nil (`-`) timestamp falls back to the record time.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
     message = m["rest"][sd.end() :].removeprefix("\ufeff")
     ts = ref_ts if m["ts"] == "-" else parse_rfc3339(m["ts"])
     host = "unknown" if m["host"] == "-" else m["host"]
-    kernel = int(m["pri"]) >> 3 == 0 or m["app"] == "kernel"
-    return KernelLine(ts, host, message, kernel)
+    kernel = int(m["pri"]) >> 3 == 0
+    refused = not kernel and m["app"] == "kernel"
+    return KernelLine(ts, host, message, kernel, "refused" if refused else "proven")
 
 
 def decode(

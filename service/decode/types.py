@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 
 class RawSample(NamedTuple):
@@ -51,17 +51,28 @@ class Samples:
         return out
 
 
+Trust = Literal["proven", "unproven", "refused"]
+
+
 class KernelLine(NamedTuple):
     """One log message with the host and event time its envelope carried.
 
     `kernel` is False when the envelope says the line did not come from the kernel (journald
     `_TRANSPORT`, syslog facility/tag): such lines are decoded and counted but never yield events.
+    `trust` says what that rests on. `proven`: a facility or transport set by the kernel or the
+    relay (syslog PRI, RFC5424 PRI, `/dev/kmsg` and `dmesg -x` facilities, journald `_TRANSPORT`).
+    `unproven`: no facility, only what any local user can write (`logger -t kernel`: a tag, an
+    APP-NAME or ident), or nothing at all; the processor believes such a kernel claim only on a topic
+    declared kernel-only. `refused`: a kernel claim prexid does not believe, never a kernel line: a
+    tag, APP-NAME or ident saying `kernel` against an explicit non-kernel facility (set by the
+    decoder), or an `unproven` claim on a topic not declared kernel-only (set by the processor).
     """
 
     ts: float
     host: str
     message: str
     kernel: bool = True
+    trust: Trust = "proven"
 
 
 class DecodeError(Exception):

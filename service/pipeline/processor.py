@@ -136,8 +136,11 @@ class Processor:
         metrics_format: str,
         logs_format: str,
         topic_formats: Mapping[str, str] | None = None,
+        kernel_only_topics: Collection[str] | None = None,
     ) -> None:
         self.pipeline = pipeline
+        # log topics whose records without a facility count as kernel lines (None: every one)
+        self.kernel_only_topics = None if kernel_only_topics is None else frozenset(kernel_only_topics)
         self.telemetry = telemetry
         self.decode_metrics = formats.metric_decoder(metrics_format)
         self.decode_logs = formats.log_decoder(logs_format)
@@ -201,8 +204,12 @@ class Processor:
         t.messages.labels("logs").inc(len(logs))
         t.samples.inc(samples)
         kernel = sum(line.kernel for line in lines)
+        untrusted = sum(line.trust == "refused" for line in lines)
         t.kernel_lines.inc(kernel)
-        t.log_lines_not_kernel.inc(len(lines) - kernel)
+        t.log_lines_not_kernel.inc(len(lines) - kernel - untrusted)
+        t.log_lines.labels("kernel").inc(kernel)
+        t.log_lines.labels("not_kernel").inc(len(lines) - kernel - untrusted)
+        t.log_lines.labels("untrusted").inc(untrusted)
         for ev in out.events:
             t.kernel_events.labels(ev.kind).inc()
         for dl in out.dead_letters:
@@ -318,6 +325,8 @@ class Processor:
                 more = f" (and {len(errors) - 1} more bad lines)" if len(errors) > 1 else ""
                 out.dead_letters.append(DeadLetter(msg, first.error.reason, first.error.detail + more))
                 continue
+            if self.kernel_only_topics is not None and msg.topic not in self.kernel_only_topics:
+                got = [_refuse_unproven(line) for line in got]
             for bad in errors:
                 detail = f"line {bad.number}: {bad.error.detail}"
                 dl = DeadLetter(msg._replace(payload=bad.line), bad.error.reason, detail, bad.number)
@@ -364,6 +373,11 @@ def _stamp(stamps: dict[bytes, float], raw: bytes) -> float:
     if ts is None:
         ts = stamps[raw] = parse_rfc3339(raw.decode())
     return ts
+
+
+def _refuse_unproven(line: KernelLine) -> KernelLine:
+    """On a topic not declared kernel-only, a kernel claim without a facility is not believed."""
+    return line._replace(kernel=False, trust="refused") if line.kernel and line.trust == "unproven" else line
 
 
 def _pick(table: Mapping[str, T], name: str, topic: str) -> T:

@@ -10,12 +10,16 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
+from prexid.service.app.settings import Settings
 from prexid.service.decode import formats
 from prexid.service.decode.kernel_events import extract_events
 from prexid.service.decode.types import DecodeError, KernelLine
-from prexid.service.pipeline.processor import Message, Output
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.processor import Message, Output, Processor
 from prexid.service.schemas import GpuResetEvent, XidEvent
+from prexid.service.sinks.prometheus import Telemetry
 from tests.unit import wiring
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
@@ -242,3 +246,97 @@ def test_a_message_of_only_bad_lines_is_one_dead_letter() -> None:
     [dl] = _process(payload, "syslog").dead_letters
     assert dl.reason == "not_syslog" and dl.message.payload == payload and dl.line is None
     assert "1 more" in dl.detail
+
+
+# --- item 4: no local user can fake an Xid ----------------------------------------------------
+
+FORGED = [  # what `logger -t kernel 'NVRM: Xid ...'` and friends produce, with an explicit facility
+    ("rfc5424", f"<13>1 2026-12-02T13:00:15Z node-a kernel - - - {XID}"),
+    ("rfc5424", f"<14>1 2026-12-02T13:00:15Z node-a kernel 42 - - {XID}"),
+    ("syslog", f"<13>Dec  2 13:00:15 node-a kernel: {XID}"),
+    ("syslog", f"<13>2026-12-02T13:00:15+00:00 node-a kernel[0]: {XID}"),
+    ("rsyslog_json", orjson.dumps({"facility": "user", "programname": "kernel", "message": XID}).decode()),
+    (
+        "journald",
+        orjson.dumps({"SYSLOG_FACILITY": "1", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": XID}).decode(),
+    ),
+    (
+        "journald",
+        orjson.dumps({"_TRANSPORT": "journal", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": XID}).decode(),
+    ),
+]
+UNPROVEN = [  # no facility at all: a kernel claim only a kernel-only topic can vouch for
+    ("syslog", f"Dec  2 13:00:15 node-a kernel: {XID}"),
+    ("rsyslog_json", orjson.dumps({"programname": "kernel", "message": XID}).decode()),
+    ("fluentbit", orjson.dumps({"ident": "kernel-ish", "log": XID}).decode()),
+    ("fluentbit", orjson.dumps({"log": f"Dec  2 13:00:15 node-a kernel: {XID}"}).decode()),
+    ("dmesg", f"[ 1234.5] {XID}"),
+]
+PROVEN = [  # a facility or transport the kernel or the relay set
+    ("rfc5424", f"<3>1 2026-12-02T13:00:15Z node-a kernel - - - {XID}"),
+    ("syslog", f"<3>Dec  2 13:00:15 node-a kernel: {XID}"),
+    ("journald", orjson.dumps({"_TRANSPORT": "kernel", "MESSAGE": XID}).decode()),
+    ("rsyslog_json", orjson.dumps({"facility": "kern", "programname": "kernel", "message": XID}).decode()),
+    ("dmesg", f"kern  :err   : [ 1234.5] {XID}"),
+    ("kmsg", f"3,1,1,-;{XID}"),
+]
+
+
+def _run(fmt: str, payload: str, kernel_only: list[str] | None) -> tuple[Output, CollectorRegistry]:
+    registry = CollectorRegistry()
+    pipeline = Pipeline()
+    telemetry = Telemetry(registry, lambda: [pipeline])
+    if kernel_only is None:  # as `wiring.build` makes it with the default settings
+        processor = Processor(pipeline, telemetry, "auto", fmt)
+    else:
+        processor = Processor(pipeline, telemetry, "auto", fmt, kernel_only_topics=kernel_only)
+    return processor.process([], [Message(payload.encode(), REF, "logs", 0, 1)], ()), registry
+
+
+def _lines(registry: CollectorRegistry, outcome: str) -> float:
+    return registry.get_sample_value("prexid_log_lines_total", {"outcome": outcome}) or 0.0
+
+
+@pytest.mark.parametrize("kernel_only", [None, ["logs"], []])
+@pytest.mark.parametrize(("fmt", "payload"), FORGED)
+def test_a_kernel_tag_against_a_user_facility_is_refused_and_counted(
+    fmt: str, payload: str, kernel_only: list[str] | None
+) -> None:
+    out, registry = _run(fmt, payload, kernel_only)
+    assert out.events == [] and out.alerts == [] and out.dead_letters == []
+    assert _lines(registry, "untrusted") == 1 and _lines(registry, "kernel") == 0
+
+
+@pytest.mark.parametrize(("fmt", "payload"), UNPROVEN)
+def test_a_record_without_a_facility_is_believed_only_on_a_kernel_only_topic(fmt: str, payload: str) -> None:
+    believed, registry = _run(fmt, payload, None)  # the default: every log topic is kernel-only
+    assert [e.code for e in believed.events if isinstance(e, XidEvent)] == [79]
+    assert _lines(registry, "kernel") == 1 and _lines(registry, "untrusted") == 0
+    refused, registry = _run(fmt, payload, ["prexid.kernel-logs"])  # "logs" is not declared kernel-only
+    assert refused.events == [] and refused.alerts == []
+    assert _lines(registry, "untrusted") == 1 and _lines(registry, "kernel") == 0
+
+
+@pytest.mark.parametrize(("fmt", "payload"), PROVEN)
+def test_a_kernel_facility_is_believed_on_any_topic(fmt: str, payload: str) -> None:
+    out, registry = _run(fmt, payload, [])
+    assert [e.code for e in out.events if isinstance(e, XidEvent)] == [79]
+    assert _lines(registry, "kernel") == 1
+
+
+def test_a_user_facility_line_without_a_kernel_claim_is_not_kernel_and_not_untrusted() -> None:
+    _, registry = _run("syslog", f"<13>Dec  2 13:00:15 node-a sshd[1]: {XID}", None)
+    assert (_lines(registry, "not_kernel"), _lines(registry, "untrusted")) == (1, 0)
+
+
+def test_dmesg_x_user_facility_lines_are_userspace_writing_to_kmsg() -> None:
+    [line] = formats.log_decoder("dmesg")(f"user  :warn  : [ 1234.5] {XID}".encode(), REF)
+    assert not line.kernel
+    [line] = formats.log_decoder("dmesg")(f"local7:info  : [ 1234.5] {XID}".encode(), REF)
+    assert not line.kernel
+
+
+def test_kernel_only_topics_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().kernel_only_topics is None  # every log topic
+    monkeypatch.setenv("PREXID_KERNEL_ONLY_TOPICS", '["prexid.kernel-logs"]')
+    assert Settings().kernel_only_topics == ["prexid.kernel-logs"]
