@@ -57,7 +57,16 @@ def extract_events(lines: Sequence[KernelLine]) -> list[KernelEvent]:
 def segments(message: str) -> Iterator[str]:
     """The parts of a message that may hold one event each: from an `NVRM: ` or `nvidia-nvswitchN`
     to the next one or the end of the line, in the first `MAX_LINE_CHARS` of the message."""
-    for part in message[:MAX_LINE_CHARS].split("\n"):
+    if len(message) > MAX_LINE_CHARS:
+        message = message[:MAX_LINE_CHARS]
+    if "\n" not in message:  # the usual line, holding one marker: no list, no zip
+        first = _MARK.search(message)
+        if first is None:
+            return
+        if _MARK.search(message, first.end()) is None:
+            yield message[first.start() :]
+            return
+    for part in message.split("\n"):
         starts = [m.start() for m in _MARK.finditer(part)]
         if not starts:
             continue

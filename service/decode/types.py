@@ -132,6 +132,16 @@ def each_line(
 ) -> list[KernelLine]:
     """`parse` over every line of the message (None: a line to skip). Without `errors` the first
     DecodeError fails the message; with it, bad lines are collected there and the rest returned."""
+    if b"\n" not in payload and payload.strip():  # the usual one-line message
+        try:
+            line = parse(payload.removesuffix(b"\r"))
+        except DecodeError as err:
+            if errors is None:
+                raise
+            errors.append(LineError(1, payload, err))
+            return []
+        if line is not None:
+            return [line]
     out: list[KernelLine] = []
     failed = False
     for number, raw in split_lines(payload):
