@@ -96,6 +96,13 @@ class Settings(BaseSettings):
     topic_formats: dict[str, str] = Field(
         default_factory=dict, description="per-topic format overriding metrics_format/logs_format"
     )
+    kernel_only_topics: list[str] | None = Field(
+        None,
+        description="log topics that carry kernel records only (a relay ships nothing else there): on "
+        "them a record without a facility (no syslog PRI, plain dmesg, JSON with no _TRANSPORT or "
+        "facility) is believed to come from the kernel; elsewhere its kernel claim (a tag, APP-NAME "
+        "or ident any user can set) is refused and counted. None: every log topic; []: none",
+    )
     batch_max_records: int = Field(
         40_000,
         ge=1,

@@ -20,7 +20,12 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token
     processor = Processor(
-        pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
+        pipeline,
+        state.telemetry,
+        settings.metrics_format,
+        settings.logs_format,
+        settings.topic_formats,
+        kernel_only_topics=settings.kernel_only_topics,
     )
     processor.xid_max_hold_s = settings.xid_max_hold_s
     if first and settings.alertmanager_urls:

@@ -19,7 +19,7 @@ from prexid.service.decode import (
 )
 from prexid.service.decode import vector_metric as vector
 from prexid.service.decode.common import load_json
-from prexid.service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder, Samples
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, LogDecoder, MetricDecoder, Samples
 
 METRIC_DECODERS: dict[str, MetricDecoder] = {
     "prom_kafka_adapter": prom_kafka_adapter.decode,
@@ -41,7 +41,7 @@ LOG_DECODERS: dict[str, LogDecoder] = {
 
 _INFLUX = re.compile(r"^(?:[^\s\\{#]|\\.)+ (?:[^\s=\\]|\\.)+=")
 _KMSG = re.compile(rb"^\d+,\d+,\d+,[^;]*;")
-_DMESG = re.compile(rb"^(?:[a-z]+ *:[a-z]+ *: )?\[")
+_DMESG = re.compile(rb"^(?:[a-z0-9]{1,8} *:[a-z]{1,8} *: )?\[")
 _SYSLOG_3164 = re.compile(rb"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d |\d{4}-\d\d-\d\dT)")
 
 
@@ -73,18 +73,21 @@ def _metrics_json(doc: Any, ref_ts: float, host: str | None) -> Samples:
     raise DecodeError("unknown_format", ",".join(sorted(map(str, doc))[:8]))
 
 
-def decode_logs_auto(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
+def decode_logs_auto(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
+    """The format is told by the message's first line; every line is read in that format."""
     head = payload.lstrip()
     if head[:1] == b"{":
-        return json_logs.decode(payload, ref_ts, host)
+        return json_logs.decode(payload, ref_ts, host, errors)
     if re.match(rb"^<\d{1,3}>1 ", head):
-        return rfc5424.decode(payload, ref_ts, host)
+        return rfc5424.decode(payload, ref_ts, host, errors)
     if _SYSLOG_3164.match(head):
-        return syslog.decode(payload, ref_ts, host)
+        return syslog.decode(payload, ref_ts, host, errors)
     if _KMSG.match(head):
-        return dmesg.decode_kmsg(payload, ref_ts, host)
+        return dmesg.decode_kmsg(payload, ref_ts, host, errors)
     if _DMESG.match(head):
-        return dmesg.decode_dmesg(payload, ref_ts, host)
+        return dmesg.decode_dmesg(payload, ref_ts, host, errors)
     if not head.strip():
         raise DecodeError("empty", "no lines")
     raise DecodeError("unknown_format", head[:80].decode("utf-8", errors="replace"))

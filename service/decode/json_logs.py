@@ -5,9 +5,11 @@ They share field names closely enough for one reader: the message is the first o
 `message`, `msg`, `log`; the host the first of `_HOSTNAME`, `host`, `hostname` (else the Kafka key or
 `host` header); the time the first of `__REALTIME_TIMESTAMP` (µs), `@timestamp`, `timestamp`,
 `timereported`, `date`, `time` (else the record time). A record is a kernel line when its transport
-says so: `_TRANSPORT` (journald) if present, else a syslog facility (`facility`, `SYSLOG_FACILITY`),
-else an identifier (`SYSLOG_IDENTIFIER`, `ident`, `programname`, `syslogtag`), else, for a Fluent Bit
-`log` field holding a raw syslog line, that line's PRI/tag; with none of these, the line counts.
+says so: `_TRANSPORT` (journald) if present, else a syslog facility (`facility`, `SYSLOG_FACILITY`);
+an identifier (`SYSLOG_IDENTIFIER`, `ident`, `programname`, `syslogtag`) that says `kernel` against
+either is a refused claim. With neither, the identifier (or, for a Fluent Bit `log` field holding a
+raw syslog line, that line's PRI/tag) decides, and with none of these the line counts, but both only
+as `unproven` claims, believed on a topic declared kernel-only (`KernelLine.trust`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from prexid.service.decode import syslog
 from prexid.service.decode.common import epoch_seconds, load_json
-from prexid.service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, Trust, each_line
 
 _MESSAGE = ("MESSAGE", "message", "msg", "log")
 _HOST = ("_HOSTNAME", "host", "hostname")
@@ -25,12 +27,11 @@ _FACILITY = ("facility", "SYSLOG_FACILITY")
 _IDENT = ("SYSLOG_IDENTIFIER", "ident", "programname", "syslogtag")
 
 
-def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
-    text = utf8(payload)
-    docs = [load_json(line.encode()) for line in text.splitlines() if line.strip()]
-    if not docs:
-        raise DecodeError("empty", "no records")
-    return [record_line(doc, ref_ts, host) for doc in docs]
+def decode(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
+    """One record per line (NDJSON); lines are split on `\n` only (a U+2028 in a string is no break)."""
+    return each_line(payload, lambda raw: record_line(load_json(raw), ref_ts, host), errors, "no records")
 
 
 def record_line(doc: Any, ref_ts: float, host: str | None = None) -> KernelLine:
@@ -48,7 +49,7 @@ def record_line(doc: Any, ref_ts: float, host: str | None = None) -> KernelLine:
         else:
             return inner
     name = next((str(doc[k]) for k in _HOST if isinstance(doc.get(k), str) and doc[k]), host or "unknown")
-    return KernelLine(_time(doc, ref_ts), name, message, _is_kernel(doc))
+    return KernelLine(_time(doc, ref_ts), name, message, *_origin(doc))
 
 
 def _text(value: object) -> str:
@@ -72,13 +73,13 @@ def _transport_known(doc: dict[str, Any]) -> bool:
     return any(k in doc for k in ("_TRANSPORT", *_FACILITY, *_IDENT))
 
 
-def _is_kernel(doc: dict[str, Any]) -> bool:
-    if "_TRANSPORT" in doc:
-        return bool(doc["_TRANSPORT"] == "kernel")
-    facility = next((doc[k] for k in _FACILITY if k in doc), None)
-    if facility is not None:
-        return str(facility) in ("0", "kern")
+def _origin(doc: dict[str, Any]) -> tuple[bool, Trust]:
     ident = next((doc[k] for k in _IDENT if k in doc), None)
-    if ident is not None:
-        return str(ident).startswith("kernel")
-    return True
+    claim = ident is None or str(ident).startswith("kernel")
+    if "_TRANSPORT" in doc:
+        kernel = doc["_TRANSPORT"] == "kernel"
+    elif (facility := next((doc[k] for k in _FACILITY if k in doc), None)) is not None:
+        kernel = str(facility) in ("0", "kern")
+    else:
+        return claim, "unproven"
+    return kernel, "refused" if not kernel and ident is not None and claim else "proven"

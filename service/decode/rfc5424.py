@@ -1,7 +1,8 @@
 """RFC5424 syslog: `<PRI>1 TIMESTAMP HOST APP-NAME PROCID MSGID STRUCTURED-DATA MSG`.
 
 `<4>1 2026-12-02T13:00:15.123456+00:00 node-17 kernel - - - NVRM: Xid (...)`. A kernel line has
-facility `kern` (PRI < 8) or APP-NAME `kernel`. A nil (`-`) timestamp falls back to the record time.
+facility `kern` (PRI < 8); APP-NAME is the sender's to choose, so APP-NAME `kernel` with another
+facility is a refused claim, never a kernel line. A nil (`-`) timestamp falls back to the record time.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line, utf8
 
 _HEAD = re.compile(r"^<(?P<pri>\d{1,3})>1 (?P<ts>\S+) (?P<host>\S+) (?P<app>\S+) \S+ \S+ (?P<rest>.*)$")
 _SD = re.compile(r'^(?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: |$)')
@@ -25,12 +26,12 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
     message = m["rest"][sd.end() :].removeprefix("\ufeff")
     ts = ref_ts if m["ts"] == "-" else parse_rfc3339(m["ts"])
     host = "unknown" if m["host"] == "-" else m["host"]
-    kernel = int(m["pri"]) >> 3 == 0 or m["app"] == "kernel"
-    return KernelLine(ts, host, message, kernel)
+    kernel = int(m["pri"]) >> 3 == 0
+    refused = not kernel and m["app"] == "kernel"
+    return KernelLine(ts, host, message, kernel, "refused" if refused else "proven")
 
 
-def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
-    out = [parse_line(raw, ref_ts) for raw in utf8(payload).splitlines() if raw.strip()]
-    if not out:
-        raise DecodeError("empty", "no lines")
-    return out
+def decode(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
+    return each_line(payload, lambda raw: parse_line(utf8(raw), ref_ts), errors)

@@ -4,7 +4,9 @@ RFC3164: `[<PRI>]Mmm dd hh:mm:ss host tag: message`. It carries neither year nor
 as UTC, in the year that puts the line closest to `ref_ts` (the Kafka record time), so a December line
 read in January lands in the right year. `RSYSLOG_ForwardFormat` (omkafka/omfwd) is the same shape with
 an RFC3339 time: `<PRI>2026-12-02T13:00:15.123456+00:00 host tag: message`.
-A line is a kernel line when its PRI says facility `kern` (0), or, without PRI, when its tag is `kernel`.
+A line is a kernel line when its PRI says facility `kern` (0); a line with another facility never is,
+whatever its tag (`logger -t kernel` sends facility `user`: a refused claim). Without PRI, a tag
+`kernel` is only a claim (`unproven`), believed on a topic declared kernel-only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 from datetime import UTC, datetime
 
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.types import DecodeError, KernelLine, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, Trust, each_line, utf8
 
 _LINE = re.compile(
     r"^(?:<(?P<pri>\d{1,3})>)?(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})"
@@ -45,10 +47,14 @@ def _timestamp(mon: str, day: str, hms: str, ref_ts: float) -> float:
     return best
 
 
-def is_kernel(pri: str | None, rest: str) -> bool:
-    if pri is not None:
-        return int(pri) >> 3 == 0
-    return rest.startswith(("kernel:", "kernel["))
+def origin(pri: str | None, rest: str) -> tuple[bool, Trust]:
+    """Whether the line is a kernel line, and what that rests on (`KernelLine.trust`)."""
+    claim = rest.startswith(("kernel:", "kernel["))
+    if pri is None:
+        return claim, "unproven"
+    if int(pri) >> 3 == 0:
+        return True, "proven"
+    return False, "refused" if claim else "proven"
 
 
 def parse_line(raw: str, ref_ts: float) -> KernelLine:
@@ -57,12 +63,11 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
         raise DecodeError("not_syslog", raw[:120])
     iso = m["iso"]
     ts = parse_rfc3339(iso) if iso else _timestamp(m["mon"], m["day"], m["time"], ref_ts)
-    return KernelLine(ts, m["host"], m["rest"], is_kernel(m["pri"], m["rest"]))
+    return KernelLine(ts, m["host"], m["rest"], *origin(m["pri"], m["rest"]))
 
 
-def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]:
+def decode(
+    payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+) -> list[KernelLine]:
     """Every non-empty line of the message; a message may hold several lines."""
-    out = [parse_line(raw, ref_ts) for raw in utf8(payload).splitlines() if raw.strip()]
-    if not out:
-        raise DecodeError("empty", "no lines")
-    return out
+    return each_line(payload, lambda raw: parse_line(utf8(raw), ref_ts), errors)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 
 class RawSample(NamedTuple):
@@ -51,17 +51,28 @@ class Samples:
         return out
 
 
+Trust = Literal["proven", "unproven", "refused"]
+
+
 class KernelLine(NamedTuple):
     """One log message with the host and event time its envelope carried.
 
     `kernel` is False when the envelope says the line did not come from the kernel (journald
     `_TRANSPORT`, syslog facility/tag): such lines are decoded and counted but never yield events.
+    `trust` says what that rests on. `proven`: a facility or transport set by the kernel or the
+    relay (syslog PRI, RFC5424 PRI, `/dev/kmsg` and `dmesg -x` facilities, journald `_TRANSPORT`).
+    `unproven`: no facility, only what any local user can write (`logger -t kernel`: a tag, an
+    APP-NAME or ident), or nothing at all; the processor believes such a kernel claim only on a topic
+    declared kernel-only. `refused`: a kernel claim prexid does not believe, never a kernel line: a
+    tag, APP-NAME or ident saying `kernel` against an explicit non-kernel facility (set by the
+    decoder), or an `unproven` claim on a topic not declared kernel-only (set by the processor).
     """
 
     ts: float
     host: str
     message: str
     kernel: bool = True
+    trust: Trust = "proven"
 
 
 class DecodeError(Exception):
@@ -73,6 +84,14 @@ class DecodeError(Exception):
         self.detail = detail
 
 
+class LineError(NamedTuple):
+    """One line of a log message that could not be read: the message's other lines still are."""
+
+    number: int  # 1-based, among the message's lines
+    line: bytes
+    error: DecodeError
+
+
 class MetricDecoder(Protocol):
     """`host` is what the transport names (Kafka key or `host` header), used when the payload has none."""
 
@@ -80,7 +99,12 @@ class MetricDecoder(Protocol):
 
 
 class LogDecoder(Protocol):
-    def __call__(self, payload: bytes, ref_ts: float, /, host: str | None = None) -> list[KernelLine]: ...
+    """A message's lines. Without `errors`, the first bad line fails the whole message (DecodeError);
+    with it, each bad line is appended there and the others are returned (possibly none)."""
+
+    def __call__(
+        self, payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
+    ) -> list[KernelLine]: ...
 
 
 def utf8(payload: bytes) -> str:
@@ -88,6 +112,52 @@ def utf8(payload: bytes) -> str:
         return payload.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError("not_utf8", str(exc)[:80]) from exc
+
+
+def split_lines(payload: bytes) -> Iterator[tuple[int, bytes]]:
+    """A message's non-blank lines, numbered from 1. Split on `\n` only, a trailing `\r` cut: not
+    `splitlines()`, which also splits on U+0085, U+2028 and friends, legal inside a JSON string or a
+    process name, so one line would become two broken ones."""
+    for number, raw in enumerate(payload.split(b"\n"), 1):
+        line = raw.removesuffix(b"\r")
+        if line.strip():
+            yield number, line
+
+
+def each_line(
+    payload: bytes,
+    parse: Callable[[bytes], KernelLine | None],
+    errors: list[LineError] | None,
+    empty: str = "no lines",
+) -> list[KernelLine]:
+    """`parse` over every line of the message (None: a line to skip). Without `errors` the first
+    DecodeError fails the message; with it, bad lines are collected there and the rest returned."""
+    if b"\n" not in payload and payload.strip():  # the usual one-line message
+        try:
+            line = parse(payload.removesuffix(b"\r"))
+        except DecodeError as err:
+            if errors is None:
+                raise
+            errors.append(LineError(1, payload, err))
+            return []
+        if line is not None:
+            return [line]
+    out: list[KernelLine] = []
+    failed = False
+    for number, raw in split_lines(payload):
+        try:
+            line = parse(raw)
+        except DecodeError as err:
+            if errors is None:
+                raise
+            errors.append(LineError(number, raw, err))
+            failed = True
+            continue
+        if line is not None:
+            out.append(line)
+    if not out and not failed:
+        raise DecodeError("empty", empty)
+    return out
 
 
 def finite_ts(ts: float, raw: object) -> float:

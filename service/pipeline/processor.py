@@ -3,6 +3,9 @@
 Every message is accounted for exactly once: it decodes to at least one record (counted in
 `prexid_messages_decoded_total{stream}`) or it becomes a dead letter with a reason (counted in
 `prexid_dead_letters_total{reason}`), so decoded + dead-lettered = consumed (`prexid_messages_total`).
+One bad line of a multi-line log message costs that line only: the message's other lines are read
+(it counts as decoded) and the bad line is a dead letter of its own (its bytes as the payload, the
+message's topic and offset, `line N` in the detail), counted in `prexid_dead_letters_total` too.
 
 Most metric records are prometheus-kafka-adapter samples of series seen before. Those are read without
 parsing JSON: `prom_kafka_adapter.split` cuts out timestamp, value and the bytes naming the series, and
@@ -28,10 +31,11 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from prexid.detectors.watermark import plausible
 from prexid.service.decode import formats, prom_kafka_adapter
 from prexid.service.decode.common import parse_rfc3339
 from prexid.service.decode.kernel_events import extract_events
-from prexid.service.decode.types import DecodeError, KernelLine, LogDecoder, MetricDecoder
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, LogDecoder, MetricDecoder, Samples
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import Alert, GpuOffBusEvent, KernelEvent, XidEvent
 from prexid.service.sinks.prometheus import Telemetry
@@ -100,11 +104,14 @@ def runs(msgs: Sequence[Message]) -> list[Run]:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A message prexid could not read, with where it came from and why."""
+    """A message prexid could not read, with where it came from and why. `line`: the 1-based number
+    of a bad line in a log message whose other lines were read (`message.payload` is then that line
+    alone); None for a whole message."""
 
     message: Message
     reason: str
     detail: str
+    line: int | None = None
 
 
 @dataclass
@@ -145,8 +152,11 @@ class Processor:
         metrics_format: str,
         logs_format: str,
         topic_formats: Mapping[str, str] | None = None,
+        kernel_only_topics: Collection[str] | None = None,
     ) -> None:
         self.pipeline = pipeline
+        # log topics whose records without a facility count as kernel lines (None: every one)
+        self.kernel_only_topics = None if kernel_only_topics is None else frozenset(kernel_only_topics)
         self.telemetry = telemetry
         self.decode_metrics = formats.metric_decoder(metrics_format)
         self.decode_logs = formats.log_decoder(logs_format)
@@ -187,9 +197,7 @@ class Processor:
         partition: one whose leader is away looks backlogged for as long as it is away."""
         out = Output()
         by_source, decoded = self._decode_metrics(metrics, out)
-        lines: list[KernelLine] = []
-        for _, got in self._decode_all(logs, "logs", self._logs_decoder, out):
-            lines.extend(got)
+        lines = self._decode_logs(logs, out)
         for source, cols in by_source.items():
             ids, ts, values, refused = self._refuse_future(source, cols, out)
             decoded -= refused
@@ -255,8 +263,12 @@ class Processor:
         t.messages.labels("logs").inc(len(logs))
         t.samples.inc(samples)
         kernel = sum(line.kernel for line in lines)
+        untrusted = sum(line.trust == "refused" for line in lines)
         t.kernel_lines.inc(kernel)
-        t.log_lines_not_kernel.inc(len(lines) - kernel)
+        t.log_lines_not_kernel.inc(len(lines) - kernel - untrusted)
+        t.log_lines.labels("kernel").inc(kernel)
+        t.log_lines.labels("not_kernel").inc(len(lines) - kernel - untrusted)
+        t.log_lines.labels("untrusted").inc(untrusted)
         for ev in out.events:
             t.kernel_events.labels(ev.kind).inc()
         for dl in out.dead_letters:
@@ -383,19 +395,71 @@ class Processor:
         except DecodeError:  # a format that is no metric format: each message is a dead letter
             return False
 
-    def _decode_all(
-        self, msgs: Sequence[Message], stream: str, pick: Callable[[str], Callable[..., T]], out: Output
-    ) -> list[tuple[Message, T]]:
-        decoded = [(msg, got) for msg in msgs if (got := self._decode_one(msg, pick, out)) is not None]
-        self.telemetry.messages_decoded.labels(stream).inc(len(decoded))
-        return decoded
+    def _decode_logs(self, logs: Sequence[Message], out: Output) -> list[KernelLine]:
+        """Every log message's lines. A message none of whose lines decode is one dead letter (the
+        first bad line's reason); in a message with good lines, each bad line is a dead letter."""
+        lines: list[KernelLine] = []
+        decoded = 0
+        for msg in logs:
+            errors: list[LineError] = []
+            try:  # a record time that is no epoch time (microseconds, -1) is none: lines need their own
+                got = self._logs_decoder(msg.topic)(
+                    msg.payload, plausible(msg.ts), msg.transport_host(), errors
+                )
+                got = self._dated(got, msg, errors)
+            except DecodeError as err:
+                out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
+                continue
+            except Exception as exc:  # a decoder bug must cost one message, not the consumer
+                log.exception("decoder failed on %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+                out.dead_letters.append(DeadLetter(msg, "decoder_error", repr(exc)[:200]))
+                continue
+            if not got:
+                first = errors[0] if errors else LineError(0, msg.payload, DecodeError("empty", "no lines"))
+                more = f" (and {len(errors) - 1} more bad lines)" if len(errors) > 1 else ""
+                out.dead_letters.append(DeadLetter(msg, first.error.reason, first.error.detail + more))
+                continue
+            if self.kernel_only_topics is not None and msg.topic not in self.kernel_only_topics:
+                got = [_refuse_unproven(line) for line in got]
+            for bad in errors:
+                detail = f"line {bad.number}: {bad.error.detail}" if bad.number else bad.error.detail
+                dl = DeadLetter(msg._replace(payload=bad.line), bad.error.reason, detail, bad.number)
+                out.dead_letters.append(dl)
+            lines.extend(got)
+            decoded += 1
+        self.telemetry.messages_decoded.labels("logs").inc(decoded)
+        return lines
+
+    def _dated(self, lines: list[KernelLine], msg: Message, errors: list[LineError]) -> list[KernelLine]:
+        """The lines with a usable time. One with none (no time of its own and no record time) is a bad
+        line (`errors`). One dated more than the skew limit ahead of the metrics and its record (a clock
+        ahead, or a syslog host writing local time, which RFC3164 cannot say) is dated at that
+        reference instead, and counted: an Xid is never dropped for its clock, and one dated 2199 must
+        not move Xid bursts and their resolution there."""
+        marks = self.pipeline.watermarks
+        ref = float(np.fmax(max(marks.progress.values(), default=-np.inf), plausible(msg.ts)))
+        kept = []
+        for line in lines:
+            if not np.isfinite(line.ts):
+                why = f"no time of its own, and record time {msg.ts!r} is none"
+                errors.append(LineError(0, line.message.encode(), DecodeError("bad_timestamp", why)))
+                continue
+            if line.ts > ref + marks.future_skew_s:
+                self.telemetry.future_samples.labels(msg.source).inc()
+                line = line._replace(ts=ref)
+            kept.append(line)
+        return kept
 
     def _decode_one(self, msg: Message, pick: Callable[[str], Callable[..., T]], out: Output) -> T | None:
         """The message decoded by its topic's decoder, or None and a dead letter saying why."""
         try:
-            got = pick(msg.topic)(msg.payload, msg.ts, msg.transport_host())
+            got = pick(msg.topic)(msg.payload, plausible(msg.ts), msg.transport_host())
             if not len(got):  # type: ignore[arg-type]
                 raise DecodeError("empty", "decoded to no records")
+            if isinstance(got, Samples) and not np.isfinite(got.ts).all():
+                raise DecodeError(
+                    "bad_timestamp", f"samples with no time, and record time {msg.ts!r} is none"
+                )
         except DecodeError as err:
             out.dead_letters.append(DeadLetter(msg, err.reason, err.detail))
             return None
@@ -487,6 +551,11 @@ def _stamp(stamps: dict[bytes, float], raw: bytes) -> float:
     if ts is None:
         ts = stamps[raw] = parse_rfc3339(raw.decode())
     return ts
+
+
+def _refuse_unproven(line: KernelLine) -> KernelLine:
+    """On a topic not declared kernel-only, a kernel claim without a facility is not believed."""
+    return line._replace(kernel=False, trust="refused") if line.kernel and line.trust == "unproven" else line
 
 
 def _pick(table: Mapping[str, T], name: str, topic: str) -> T:

@@ -94,6 +94,16 @@ class Telemetry:
             "Log lines whose envelope says they are not from the kernel (never searched for events)",
             registry=registry,
         )
+        self.log_lines = Counter(
+            "prexid_log_lines",
+            "Log lines decoded, by outcome: kernel (searched for GPU events), not_kernel (the envelope "
+            "names another source), untrusted (a kernel claim refused: a tag or ident against a non-kernel "
+            "facility, or no facility on a topic not declared kernel-only)",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("kernel", "not_kernel", "untrusted"):
+            self.log_lines.labels(outcome)
         self.kernel_events = Counter(
             "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
         )

@@ -44,7 +44,7 @@ def test_adapter_json_rejects_bad_messages_with_a_reason(payload: bytes, reason:
 
 def test_rfc3164_year_is_taken_from_the_record_time_across_new_year() -> None:
     [line] = syslog.decode(b"Dec 31 23:59:50 node-1 kernel: hello", 1_798_761_610.0)  # 2027-01-01T00:00:10Z
-    assert line == KernelLine(1_798_761_590.0, "node-1", "kernel: hello", kernel=True)
+    assert line == KernelLine(1_798_761_590.0, "node-1", "kernel: hello", kernel=True, trust="unproven")
 
 
 def test_syslog_rejects_a_line_that_is_not_syslog() -> None:

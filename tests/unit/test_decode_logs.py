@@ -18,7 +18,7 @@ LOG_CASES: list[tuple[str, str, str | None, KernelLine]] = [
         "syslog",
         f"Dec  2 13:00:15 node-17 kernel: [1234567.890123] {XID}",
         None,
-        KernelLine(T, "node-17", f"kernel: [1234567.890123] {XID}", True),
+        KernelLine(T, "node-17", f"kernel: [1234567.890123] {XID}", True, "unproven"),
     ),
     (
         "syslog",
@@ -30,7 +30,7 @@ LOG_CASES: list[tuple[str, str, str | None, KernelLine]] = [
         "syslog",
         f"Dec  2 13:00:15 node-17 sshd[12]: {XID}",
         None,
-        KernelLine(T, "node-17", f"sshd[12]: {XID}", False),
+        KernelLine(T, "node-17", f"sshd[12]: {XID}", False, "unproven"),
     ),
     # rsyslog omkafka with RSYSLOG_ForwardFormat
     (
@@ -58,8 +58,13 @@ LOG_CASES: list[tuple[str, str, str | None, KernelLine]] = [
         KernelLine(T, "node-17", XID, False),
     ),
     ("rfc5424", f"<4>1 - - kernel - - - \ufeff{XID}", "node-k", KernelLine(REF, "unknown", XID, True)),
-    ("dmesg", f"[ 51234.118202] {XID}", "node-17", KernelLine(REF, "node-17", XID, True)),
-    ("dmesg", f"[Wed Dec  2 13:00:15 2026] {XID}", "node-17", KernelLine(T, "node-17", XID, True)),
+    ("dmesg", f"[ 51234.118202] {XID}", "node-17", KernelLine(REF, "node-17", XID, True, "unproven")),
+    (
+        "dmesg",
+        f"[Wed Dec  2 13:00:15 2026] {XID}",
+        "node-17",
+        KernelLine(T, "node-17", XID, True, "unproven"),
+    ),
     ("dmesg", f"kern  :err   : [ 51234.118202] {XID}", None, KernelLine(REF, "unknown", XID, True)),
     (
         "kmsg",
@@ -107,13 +112,13 @@ LOG_CASES: list[tuple[str, str, str | None, KernelLine]] = [
         "fluentbit",
         '{"@timestamp":"2026-12-02T13:00:15Z","log":"Dec  2 13:00:15 node-f kernel: ' + XID + '"}',
         None,
-        KernelLine(T, "node-f", f"kernel: {XID}", True),
+        KernelLine(T, "node-f", f"kernel: {XID}", True, "unproven"),
     ),
     (
         "fluentbit",
         '{"@timestamp":1796216415.0,"priority":3,"sequence":77,"sec":51234,"usec":1,"msg":"' + XID + '"}',
         "node-f",
-        KernelLine(T, "node-f", XID, True),
+        KernelLine(T, "node-f", XID, True, "unproven"),
     ),
     (
         "rsyslog_json",
@@ -127,7 +132,7 @@ LOG_CASES: list[tuple[str, str, str | None, KernelLine]] = [
         '{"@timestamp":"2026-12-02T13:00:15Z","host":"node-r","facility":"daemon",'
         '"programname":"kernel","message":"' + XID + '"}',
         None,
-        KernelLine(T, "node-r", XID, False),
+        KernelLine(T, "node-r", XID, False, "refused"),
     ),
 ]
 

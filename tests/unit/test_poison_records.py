@@ -3,11 +3,14 @@ before, the batch was never committed and every replica taking the partition ove
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
-from prexid.service.pipeline.processor import Message, runs
+from prexid.service.pipeline.processor import Message, Processor, runs
+from prexid.service.schemas import Alert, XidEvent
 
 NOW = 1_764_756_000.0
 GOOD = b"<4>Dec  3 10:00:00 node-1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus."
@@ -28,19 +31,43 @@ def logs() -> list[Message]:
     ]
 
 
-def test_the_record_that_breaks_processing_is_the_only_one_dead_lettered() -> None:
+def test_a_record_time_in_microseconds_is_a_dead_letter_not_a_crash() -> None:
+    """The record that crashed every replica: `year 287168 is out of range` in the Xid path."""
     state, processor = build(DMESG)
-    with pytest.raises(ValueError, match="out of range"):  # what crashed a replica, batch after batch
-        build(DMESG)[1].process_runs([], logs(), ())
-    out = processor.process_isolating([], logs(), ())
-    assert [(a.kind, a.node) for a in out.alerts] == [("xid", "node-1"), ("xid", "node-3")]
-    (dl,) = out.dead_letters
-    assert (dl.reason, dl.message.offset) == ("processing_error", 1)
-    assert dl.detail.startswith("stage=prexid.") and "out of range" in dl.detail
+    out = processor.process_runs([], logs(), ())
     assert (
-        state.telemetry.registry.get_sample_value("prexid_dead_letters_total", {"reason": "processing_error"})
+        state.telemetry.registry.get_sample_value("prexid_dead_letters_total", {"reason": "bad_timestamp"})
         == 1.0
     )
+    assert [(a.kind, a.node) for a in out.alerts] == [("xid", "node-1"), ("xid", "node-3")]
+    assert [(d.reason, d.message.offset) for d in out.dead_letters] == [("bad_timestamp", 1)]
+
+
+def breaking_on_node_2(processor: Processor) -> Processor:
+    """Whatever the bug past the decoders: here the Xid stage fails on node-2's events."""
+    ingest = processor.pipeline.ingest_xids
+
+    def broken(events: Sequence[XidEvent]) -> list[Alert]:
+        if any(ev.node == "node-2" for ev in events):
+            raise RuntimeError("a bug in a later stage")
+        return ingest(events)
+
+    processor.pipeline.ingest_xids = broken  # type: ignore[method-assign]
+    return processor
+
+
+def test_the_record_that_breaks_a_later_stage_is_the_only_one_dead_lettered() -> None:
+    batch = [*logs()[:1], Message(GOOD.replace(b"node-1", b"node-2"), NOW, "logs", 0, 1), logs()[2]]
+    with pytest.raises(RuntimeError):  # what failed the batch, and every replica after
+        breaking_on_node_2(build(DMESG)[1]).process_runs([], batch, ())
+    processor = breaking_on_node_2(build(DMESG)[1])
+    out = processor.process_isolating([], batch, ())
+    assert sorted((a.kind, a.node) for a in out.alerts) == [("xid", "node-1"), ("xid", "node-3")]
+    (dl,) = out.dead_letters
+    assert (dl.reason, dl.message.offset) == ("processing_error", 1)
+    assert dl.detail.startswith("stage=") and "a bug in a later stage" in dl.detail
+    registry = processor.telemetry.registry
+    assert registry.get_sample_value("prexid_dead_letters_total", {"reason": "processing_error"}) == 1.0
 
 
 def test_a_batch_that_breaks_nothing_is_processed_once_as_it_is() -> None:

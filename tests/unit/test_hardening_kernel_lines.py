@@ -1,0 +1,345 @@
+"""Kernel lines as an attacker or a careless producer writes them (issue 15, items 4, 5, 8 and 10):
+matching stays linear, the details of an Xid line are read as the driver printed them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from prexid.service.app.settings import Settings
+from prexid.service.decode import formats
+from prexid.service.decode.kernel_events import extract_events
+from prexid.service.decode.types import DecodeError, KernelLine
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.schemas import GpuResetEvent, XidEvent
+from prexid.service.sinks.prometheus import Telemetry
+from tests.unit import wiring
+
+REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."
+
+
+def _line(message: str) -> KernelLine:
+    return KernelLine(REF, "node-a", message, True)
+
+
+# --- item 5: linear-time matching -------------------------------------------------------------
+
+# Beginnings of every pattern on the hot path that never complete: each makes a backtracking
+# pattern with an unbounded quantifier rescan the rest of the line.
+ADVERSARIAL_UNITS = [
+    "nvidia-nvswitch1: SXid (PCI:0000:86:00.0",
+    "NVRM: Xid (PCI:0000:3b:00",
+    "NVRM: Xid (PCI:0000:3b:00 GPU-I:03",
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=",
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, ",
+    "NVRM: GPU 0000:3b:00.0",
+    "NVRM: GPU at PCI:0000:3b:00: ",
+    "NVRM: Xid (",
+    "SXid (PCI:",
+    "Link 1",
+    "0000:3b:00:",
+]
+LINE_CHARS = 256 * 1024
+MAX_LINE_CHARS = 16_384  # what kernel_events searches of a message
+
+
+def _decode_and_extract(fmt: str, payload: bytes) -> None:
+    try:
+        lines = formats.log_decoder(fmt)(payload, REF, "node-a")
+    except DecodeError:  # a line the random unit broke (a line break in it, say): also fine
+        return
+    extract_events(lines)
+
+
+def _envelope(fmt: str, message: str) -> bytes:
+    if fmt == "syslog":
+        return f"<0>Dec  2 13:00:15 node-a kernel: {message}".encode()
+    if fmt == "rfc5424":
+        return f"<3>1 2026-12-02T13:00:15Z node-a kernel - - - {message}".encode()
+    if fmt == "dmesg":
+        return f"[ 1234.5] {message}".encode()
+    if fmt == "kmsg":
+        return f"3,1,1,-;{message}".encode()
+    return orjson.dumps({"MESSAGE": message, "_TRANSPORT": "kernel"})
+
+
+FORMATS = ["syslog", "rfc5424", "dmesg", "kmsg", "journald"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    unit=st.one_of(st.sampled_from(ADVERSARIAL_UNITS), st.text(min_size=1, max_size=40)),
+    filler=st.text(alphabet='(): ,0123456789abcdef-=\\"[]', max_size=8),
+    fmt=st.sampled_from(FORMATS),
+)
+def test_a_long_adversarial_line_costs_little_per_byte(unit: str, filler: str, fmt: str) -> None:
+    """256 KiB of a repeated partial pattern, in every envelope, decoded and searched well within a
+    loose budget (~0.4 us a byte; a real kernel line is under 1 KiB and takes microseconds). With an
+    unbounded `[^)]*` this took seconds (20 s for 1.5 MB)."""
+    piece = unit + filler
+    message = piece * (LINE_CHARS // len(piece) + 1)
+    payload = _envelope(fmt, message[:LINE_CHARS])
+    start = time.perf_counter()
+    _decode_and_extract(fmt, payload)
+    assert time.perf_counter() - start < 0.1
+
+
+def _best_of(runs: int, call: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL_UNITS[:3])
+def test_matching_cost_grows_linearly_with_the_line(unit: str) -> None:
+    """Below the searched length (so the patterns, not the cap, are measured), a line 4x as long
+    costs at most ~8x (quadratic matching costs 16x), with a floor for timer noise."""
+    short = [_line((unit * MAX_LINE_CHARS)[: MAX_LINE_CHARS // 8])] * 20
+    long = [_line((unit * MAX_LINE_CHARS)[: MAX_LINE_CHARS // 2])] * 20
+    t_short = _best_of(3, lambda: extract_events(short))
+    t_long = _best_of(3, lambda: extract_events(long))
+    assert t_long < 8 * t_short + 0.005
+
+
+def test_an_xid_past_the_searched_length_of_a_huge_line_costs_no_time() -> None:
+    """Only the first 16 KiB of a message are searched (a kernel record is at most 1 KiB)."""
+    line = _line(XID + " " + "x" * 2_000_000 + XID)
+    start = time.perf_counter()
+    events = extract_events([line])
+    assert time.perf_counter() - start < 0.05
+    assert [e.code for e in events if isinstance(e, XidEvent)] == [79]
+
+
+# --- item 10: kernel-line details -------------------------------------------------------------
+
+
+def test_a_seven_digit_xid_code_is_read_whole() -> None:
+    [ev] = extract_events([_line("NVRM: Xid (PCI:0000:3b:00): 1234567, pid=1, name=x, Something")])
+    assert isinstance(ev, XidEvent) and ev.code == 1234567 and ev.message == "Something"
+
+
+def test_an_absurdly_long_xid_code_is_no_event_rather_than_a_truncated_one() -> None:
+    assert extract_events([_line("NVRM: Xid (PCI:0000:3b:00): 12345678901234, pid=1, name=x, y")]) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "process", "text"),
+    [
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=my, proc, GPU has fallen off the bus.",
+            "my, proc",
+            "GPU has fallen off the bus.",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 13, pid=7, name=a, b, c, Graphics SM Warp",
+            "a, b, c",
+            "Graphics SM Warp",
+        ),
+        # the driver's own short first field stays in the text
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 31, pid=7, name=pt, Ch 00000009, intr 10000000. MMU Fault",
+            "pt",
+            "Ch 00000009, intr 10000000. MMU Fault",
+        ),
+        ("NVRM: Xid (PCI:0000:3b:00): 43, pid=7, name=torchrun, Ch 00000020", "torchrun", "Ch 00000020"),
+        ("NVRM: Xid (PCI:0000:3b:00): 43, pid=7, name=python3", "python3", ""),
+    ],
+)
+def test_a_process_name_holding_a_comma_is_read_whole(message: str, process: str, text: str) -> None:
+    [ev] = extract_events([_line(message)])
+    assert isinstance(ev, XidEvent) and (ev.process, ev.message) == (process, text)
+
+
+def test_two_xids_in_one_journald_record_are_two_events() -> None:
+    record = {
+        "_TRANSPORT": "kernel",
+        "_HOSTNAME": "node-d",
+        "MESSAGE": "NVRM: Xid (PCI:0000:cc:00): 119, pid=2020, name=python3, Timeout after 6s\n"
+        "NVRM: Xid (PCI:0000:cc:00): 120, pid=2020, name=python3, GSP task exception",
+    }
+    lines = formats.log_decoder("journald")(orjson.dumps(record), REF)
+    events = extract_events(lines)
+    assert [(e.code, e.message) for e in events if isinstance(e, XidEvent)] == [
+        (119, "Timeout after 6s"),
+        (120, "GSP task exception"),
+    ]
+
+
+def test_two_xids_on_one_line_are_two_events() -> None:
+    message = (
+        "kernel: NVRM: Xid (PCI:0000:3b:00): 94, pid=1, name=a, Contained: SM (0x1). "
+        "NVRM: Xid (PCI:0000:3b:00): 45, pid=1, name=a, Preemptive Cleanup"
+    )
+    events = extract_events([_line(message)])
+    assert [(e.code, e.message) for e in events if isinstance(e, XidEvent)] == [
+        (94, "Contained: SM (0x1)."),
+        (45, "Preemptive Cleanup"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "action"),
+    [
+        ("NVRM: GPU 0000:3b:00.0: rm_init_adapter failed, device minor number 0", "init_failed"),
+        ("NVRM: GPU 0000:3b:00.0: Resetting GPU", "reset"),
+        ("NVRM: Resetting GPU 0000:3b:00.0", "reset"),
+    ],
+)
+def test_init_failures_and_resets_are_events(message: str, action: str) -> None:
+    [ev] = extract_events([_line(message)])
+    assert isinstance(ev, GpuResetEvent) and ev.action == action and ev.pci_bus_id == "0000:3b:00"
+
+
+# --- item 8: one bad line costs one line ------------------------------------------------------
+
+SYSLOG_XID = f"<0>Dec  2 13:00:15 node-a kernel: {XID}"
+
+
+def _process(payload: bytes, logs_format: str = "auto") -> Output:
+    return wiring.processor(logs_format=logs_format).process([], [Message(payload, REF, "logs", 0, 7)], ())
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_a_unicode_line_separator_inside_a_json_string_splits_nothing(separator: str) -> None:
+    message = XID.replace("name=python3", f"name=py{separator}th")
+    record = orjson.dumps({"_TRANSPORT": "kernel", "_HOSTNAME": "node-d", "MESSAGE": message})
+    assert separator.encode() in record  # sent raw, as JSON allows
+    out = _process(record, "journald")
+    assert out.dead_letters == []
+    [ev] = out.events
+    assert isinstance(ev, XidEvent) and ev.code == 79 and ev.process == f"py{separator}th"
+
+
+def test_a_line_separator_in_a_process_name_cannot_hide_its_xid() -> None:
+    out = _process(SYSLOG_XID.replace("name=python3", "name=my\u0085 x").encode())
+    assert out.dead_letters == []
+    assert [e.code for e in out.events if isinstance(e, XidEvent)] == [79]
+
+
+def test_one_bad_line_is_dead_lettered_alone_and_the_other_lines_are_read() -> None:
+    payload = f"{SYSLOG_XID}\r\nthis is no syslog line\n\n{SYSLOG_XID.replace('79,', '48,')}\n".encode()
+    out = _process(payload)
+    assert [e.code for e in out.events if isinstance(e, XidEvent)] == [79, 48]
+    [dl] = out.dead_letters
+    assert dl.reason == "not_syslog" and dl.message.payload == b"this is no syslog line" and dl.line == 2
+    assert dl.detail.startswith("line 2: ") and (dl.message.topic, dl.message.offset) == ("logs", 7)
+
+
+def test_a_bad_ndjson_record_costs_that_record_only() -> None:
+    good = orjson.dumps({"_TRANSPORT": "kernel", "MESSAGE": XID})
+    out = _process(good + b'\n{"MESSAGE": \n' + good, "journald")
+    assert len(out.events) == 2
+    [dl] = out.dead_letters
+    assert dl.reason == "invalid_json" and dl.message.payload == b'{"MESSAGE": '
+
+
+def test_a_message_of_only_bad_lines_is_one_dead_letter() -> None:
+    payload = b"garbage\nmore garbage\n"
+    [dl] = _process(payload, "syslog").dead_letters
+    assert dl.reason == "not_syslog" and dl.message.payload == payload and dl.line is None
+    assert "1 more" in dl.detail
+
+
+# --- item 4: no local user can fake an Xid ----------------------------------------------------
+
+FORGED = [  # what `logger -t kernel 'NVRM: Xid ...'` and friends produce, with an explicit facility
+    ("rfc5424", f"<13>1 2026-12-02T13:00:15Z node-a kernel - - - {XID}"),
+    ("rfc5424", f"<14>1 2026-12-02T13:00:15Z node-a kernel 42 - - {XID}"),
+    ("syslog", f"<13>Dec  2 13:00:15 node-a kernel: {XID}"),
+    ("syslog", f"<13>2026-12-02T13:00:15+00:00 node-a kernel[0]: {XID}"),
+    ("rsyslog_json", orjson.dumps({"facility": "user", "programname": "kernel", "message": XID}).decode()),
+    (
+        "journald",
+        orjson.dumps({"SYSLOG_FACILITY": "1", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": XID}).decode(),
+    ),
+    (
+        "journald",
+        orjson.dumps({"_TRANSPORT": "journal", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": XID}).decode(),
+    ),
+]
+UNPROVEN = [  # no facility at all: a kernel claim only a kernel-only topic can vouch for
+    ("syslog", f"Dec  2 13:00:15 node-a kernel: {XID}"),
+    ("rsyslog_json", orjson.dumps({"programname": "kernel", "message": XID}).decode()),
+    ("fluentbit", orjson.dumps({"ident": "kernel-ish", "log": XID}).decode()),
+    ("fluentbit", orjson.dumps({"log": f"Dec  2 13:00:15 node-a kernel: {XID}"}).decode()),
+    ("dmesg", f"[ 1234.5] {XID}"),
+]
+PROVEN = [  # a facility or transport the kernel or the relay set
+    ("rfc5424", f"<3>1 2026-12-02T13:00:15Z node-a kernel - - - {XID}"),
+    ("syslog", f"<3>Dec  2 13:00:15 node-a kernel: {XID}"),
+    ("journald", orjson.dumps({"_TRANSPORT": "kernel", "MESSAGE": XID}).decode()),
+    ("rsyslog_json", orjson.dumps({"facility": "kern", "programname": "kernel", "message": XID}).decode()),
+    ("dmesg", f"kern  :err   : [ 1234.5] {XID}"),
+    ("kmsg", f"3,1,1,-;{XID}"),
+]
+
+
+def _run(fmt: str, payload: str, kernel_only: list[str] | None) -> tuple[Output, CollectorRegistry]:
+    registry = CollectorRegistry()
+    pipeline = Pipeline()
+    telemetry = Telemetry(registry, lambda: [pipeline])
+    if kernel_only is None:  # as `wiring.build` makes it with the default settings
+        processor = Processor(pipeline, telemetry, "auto", fmt)
+    else:
+        processor = Processor(pipeline, telemetry, "auto", fmt, kernel_only_topics=kernel_only)
+    return processor.process([], [Message(payload.encode(), REF, "logs", 0, 1)], ()), registry
+
+
+def _lines(registry: CollectorRegistry, outcome: str) -> float:
+    return registry.get_sample_value("prexid_log_lines_total", {"outcome": outcome}) or 0.0
+
+
+@pytest.mark.parametrize("kernel_only", [None, ["logs"], []])
+@pytest.mark.parametrize(("fmt", "payload"), FORGED)
+def test_a_kernel_tag_against_a_user_facility_is_refused_and_counted(
+    fmt: str, payload: str, kernel_only: list[str] | None
+) -> None:
+    out, registry = _run(fmt, payload, kernel_only)
+    assert out.events == [] and out.alerts == [] and out.dead_letters == []
+    assert _lines(registry, "untrusted") == 1 and _lines(registry, "kernel") == 0
+
+
+@pytest.mark.parametrize(("fmt", "payload"), UNPROVEN)
+def test_a_record_without_a_facility_is_believed_only_on_a_kernel_only_topic(fmt: str, payload: str) -> None:
+    believed, registry = _run(fmt, payload, None)  # the default: every log topic is kernel-only
+    assert [e.code for e in believed.events if isinstance(e, XidEvent)] == [79]
+    assert _lines(registry, "kernel") == 1 and _lines(registry, "untrusted") == 0
+    refused, registry = _run(fmt, payload, ["prexid.kernel-logs"])  # "logs" is not declared kernel-only
+    assert refused.events == [] and refused.alerts == []
+    assert _lines(registry, "untrusted") == 1 and _lines(registry, "kernel") == 0
+
+
+@pytest.mark.parametrize(("fmt", "payload"), PROVEN)
+def test_a_kernel_facility_is_believed_on_any_topic(fmt: str, payload: str) -> None:
+    out, registry = _run(fmt, payload, [])
+    assert [e.code for e in out.events if isinstance(e, XidEvent)] == [79]
+    assert _lines(registry, "kernel") == 1
+
+
+def test_a_user_facility_line_without_a_kernel_claim_is_not_kernel_and_not_untrusted() -> None:
+    _, registry = _run("syslog", f"<13>Dec  2 13:00:15 node-a sshd[1]: {XID}", None)
+    assert (_lines(registry, "not_kernel"), _lines(registry, "untrusted")) == (1, 0)
+
+
+def test_dmesg_x_user_facility_lines_are_userspace_writing_to_kmsg() -> None:
+    [line] = formats.log_decoder("dmesg")(f"user  :warn  : [ 1234.5] {XID}".encode(), REF)
+    assert not line.kernel
+    [line] = formats.log_decoder("dmesg")(f"local7:info  : [ 1234.5] {XID}".encode(), REF)
+    assert not line.kernel
+
+
+def test_kernel_only_topics_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().kernel_only_topics is None  # every log topic
+    monkeypatch.setenv("PREXID_KERNEL_ONLY_TOPICS", '["prexid.kernel-logs"]')
+    assert Settings().kernel_only_topics == ["prexid.kernel-logs"]
