@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import (
-    Floats,
-    Ids,
-    Packed,
-    SeriesState,
-    Stored,
-    pack_blobs,
-    unique_rounds,
-    unpack_blobs,
-)
+from prexid.detectors.base import ArrayState, Floats, Ids, SeriesState, unique_rounds
 from prexid.detectors.robust import RobustDeviation
 
 
-class CounterRate:
+class CounterRate(ArrayState):
     """Per-second rate of each counter, scored by a RobustDeviation over the rates."""
 
     name = "counter_rate"
+    nested = ("rates",)
 
     def __init__(self, rates: RobustDeviation | None = None, restart_quiet_s: float = 300.0) -> None:
         self.rates = rates or RobustDeviation()
@@ -73,14 +65,3 @@ class CounterRate:
 
     def baseline(self, ids: Ids) -> Floats:
         return self.rates.baseline(ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series() + self.rates.bytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return pack_blobs(self.state.to_pieces(), self.rates.snapshot())
-
-    def restore(self, data: Stored) -> None:
-        own, rates = unpack_blobs(data)
-        self.state.load_bytes(own)
-        self.rates.restore(rates)
