@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import ArrayState, Floats, Ids, SeriesState, unique_rounds
+from prexid.detectors.base import ArrayState, Floats, Ids, SeriesState, by_rounds
 from prexid.detectors.robust import RobustDeviation
 
 
@@ -26,13 +26,10 @@ class CounterRate(ArrayState):
         self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "quiet_until": -np.inf})
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def rate_of(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """The rate these samples would give (NaN for a series' first sample); reads, never writes."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import bdtr, gammaln, pdtrc
 
-from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, unique_rounds
+from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, by_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
@@ -78,13 +78,10 @@ class ErrorCounterSurprise(ArrayDetector):
         )
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
