@@ -129,7 +129,7 @@ class DetectorBank:
                 sub = (ids[mask], ts[mask], values[mask])
                 rising[mask] = self._rising(kind, *sub)
                 p[mask] = self._combine(dets, *sub)
-        slow = self.fail_slow.update(ids, ts)  # after the peer detector saw the same samples
+        slow = self.fail_slow.update(ids, ts, values)  # after the peer detector saw the same samples
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
 
     def _combine(self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> Floats:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import ClassVar, Protocol, TypeAlias, cast, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,19 +29,8 @@ class Packed(list[Piece]):
     reader can give every leaf a buffer of its own (`read_blobs`) without knowing the layout."""
 
 
-@runtime_checkable
-class Detector(Protocol):
-    """Online detector over many series at once."""
-
-    name: str
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        """Fold one batch into the state; return each sample's tail probability in (0, 1]."""
-        ...
-
-    def baseline(self, ids: Ids) -> Floats:
-        """What each series is expected to read now (NaN where unknown), for alert explanations."""
-        ...
+class Saved(Protocol):
+    """State that is counted and saved: a detector, or a part of one (a calibrator, an inner detector)."""
 
     def bytes_per_series(self) -> int:
         """State bytes one more series costs (the memory budget is per series)."""
@@ -53,6 +42,21 @@ class Detector(Protocol):
         ...
 
     def restore(self, data: Stored) -> None: ...
+
+
+@runtime_checkable
+class Detector(Saved, Protocol):
+    """Online detector over many series at once."""
+
+    name: str
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        """Fold one batch into the state; return each sample's tail probability in (0, 1]."""
+        ...
+
+    def baseline(self, ids: Ids) -> Floats:
+        """What each series is expected to read now (NaN where unknown), for alert explanations."""
+        ...
 
 
 class SeriesState:
@@ -113,6 +117,48 @@ class SeriesState:
         if missing:
             raise ValueError(f"snapshot lacks fields {sorted(missing)}")
         self.arrays = {k: np.asarray(blob[k], dtype=np.float64) for k in self._defaults}
+
+
+class ArrayState:
+    """The `Saved` half of the detector contract for state kept in `state` (a `SeriesState`) and in the
+    parts named by `nested`, in that order: their bytes add up, and a snapshot is the state's pieces
+    alone, or `pack_blobs(state, *parts)` when there are parts (the layout snapshot format v7 holds)."""
+
+    state: SeriesState
+    nested: ClassVar[tuple[str, ...]] = ()  # attributes holding `Saved` parts, saved after the state
+
+    def _parts(self) -> list[Saved]:
+        return [cast(Saved, getattr(self, name)) for name in self.nested]
+
+    def bytes_per_series(self) -> int:
+        return self.state.nbytes_per_series() + sum(part.bytes_per_series() for part in self._parts())
+
+    def snapshot(self) -> Packed:
+        parts = self._parts()
+        if not parts:
+            return self.state.to_pieces()
+        return pack_blobs(self.state.to_pieces(), *(part.snapshot() for part in parts))
+
+    def restore(self, data: Stored) -> None:
+        parts = self._parts()
+        if not parts:
+            self.state.load_bytes(data)
+            return
+        own, *saved = unpack_blobs(data)
+        if len(saved) != len(parts):
+            raise ValueError(f"snapshot holds {len(saved)} parts besides the state, not {len(parts)}")
+        self.state.load_bytes(own)
+        for part, blob in zip(parts, saved, strict=True):
+            part.restore(blob)
+
+
+class ArrayDetector(ArrayState):
+    """`ArrayState` whose baseline is one of its state fields, `baseline_of`."""
+
+    baseline_of: ClassVar[str]
+
+    def baseline(self, ids: Ids) -> Floats:
+        return self.state.read(self.baseline_of, ids)
 
 
 def rows(ids: Ids) -> Index:

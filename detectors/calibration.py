@@ -28,13 +28,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids, Index, Packed, SeriesState, Stored, pick, subset
+from prexid.detectors.base import ArrayState, Floats, Ids, Index, SeriesState, pick, subset
 
 P_FLOOR = 1e-12
 _XI_MAX = 0.45
 
 
-class TailCalibrator:
+class TailCalibrator(ArrayState):
     """Decayed peaks-over-threshold GPD fit per series id."""
 
     def __init__(
@@ -151,12 +151,3 @@ class TailCalibrator:
 
     def ensure(self, max_id: int) -> None:
         self.state.ensure(max_id)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return self.state.to_pieces()
-
-    def restore(self, data: Stored) -> None:
-        self.state.load_bytes(data)

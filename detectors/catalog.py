@@ -1,7 +1,9 @@
 """Every detector prexid ships, by name, with the fault shape it exists for.
 
 The conformance suite (tests/unit/test_detector_conformance.py) runs every entry here through the same
-checks, so a detector added to this table is checked without anyone remembering to.
+checks, so a detector added to this table is checked without anyone remembering to. A detector that needs
+to know the cluster's layout learns it through the methods it has of `set_groups(ids, groups)` (peer
+groups), `set_nodes(ids, nodes)` and `watch(ids)` (the series it reads), called at registration.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from prexid.detectors.base import Detector
 from prexid.detectors.counter_rate import CounterRate
 from prexid.detectors.drift import DriftCusum
 from prexid.detectors.error_counter import ErrorCounterSurprise
+from prexid.detectors.fail_slow import FailSlow
 from prexid.detectors.flatline import Flatline
 from prexid.detectors.multivariate import RiverNodeAnomaly
 from prexid.detectors.peer import PeerDeviation
@@ -40,4 +43,8 @@ REGISTRY: dict[str, Registered] = {
         ErrorCounterSurprise, "error counter grows faster than usual", Kind.ERROR_COUNTER
     ),
     RiverNodeAnomaly.name: Registered(RiverNodeAnomaly, "a node's joint metric vector is new", cheap=False),
+    # over a peer detector of its own here; the bank's reads the bank's (`DetectorBank.fail_slow`)
+    FailSlow.name: Registered(
+        FailSlow, "a GPU working slower than its node's other GPUs, scrape after scrape"
+    ),
 }

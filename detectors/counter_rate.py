@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import (
-    Floats,
-    Ids,
-    Packed,
-    SeriesState,
-    Stored,
-    pack_blobs,
-    unique_rounds,
-    unpack_blobs,
-)
+from prexid.detectors.base import ArrayState, Floats, Ids, SeriesState, by_rounds
 from prexid.detectors.robust import RobustDeviation
 
 
-class CounterRate:
+class CounterRate(ArrayState):
     """Per-second rate of each counter, scored by a RobustDeviation over the rates."""
 
     name = "counter_rate"
+    nested = ("rates",)
 
     def __init__(self, rates: RobustDeviation | None = None, restart_quiet_s: float = 300.0) -> None:
         self.rates = rates or RobustDeviation()
@@ -34,13 +26,10 @@ class CounterRate:
         self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "quiet_until": -np.inf})
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def rate_of(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """The rate these samples would give (NaN for a series' first sample); reads, never writes."""
@@ -73,14 +62,3 @@ class CounterRate:
 
     def baseline(self, ids: Ids) -> Floats:
         return self.rates.baseline(ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series() + self.rates.bytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return pack_blobs(self.state.to_pieces(), self.rates.snapshot())
-
-    def restore(self, data: Stored) -> None:
-        own, rates = unpack_blobs(data)
-        self.state.load_bytes(own)
-        self.rates.restore(rates)

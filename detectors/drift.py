@@ -33,19 +33,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
+    ArrayDetector,
     Floats,
     Ids,
     Index,
-    Packed,
     SeriesState,
-    Stored,
     by_rounds,
     half_life_weight,
-    pack_blobs,
     pick,
     rows,
     subset,
-    unpack_blobs,
 )
 from prexid.detectors.calibration import TailCalibrator
 
@@ -53,10 +50,12 @@ Mask = NDArray[np.bool_]
 _DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
 
-class DriftCusum:
+class DriftCusum(ArrayDetector):
     """Two-sided CUSUM height of each series against its slow reference, as a tail probability."""
 
     name = "drift_cusum"
+    baseline_of = "ref"
+    nested = ("calibrator",)
 
     def __init__(
         self,
@@ -174,17 +173,3 @@ class DriftCusum:
         if restart.any():
             gone = ids[restart]
             st["ref"][gone], st["hi"][gone], st["lo"][gone] = x[restart], 0.0, 0.0
-
-    def baseline(self, ids: Ids) -> Floats:
-        return self.state.read("ref", ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot())
-
-    def restore(self, data: Stored) -> None:
-        own, calibration = unpack_blobs(data)
-        self.state.load_bytes(own)
-        self.calibrator.restore(calibration)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import bdtr, gammaln, pdtrc
 
-from prexid.detectors.base import Floats, Ids, Packed, SeriesState, Stored, unique_rounds
+from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, by_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
@@ -47,10 +47,11 @@ def compound_tail(k: Floats, mu: Floats, q: Floats) -> Floats:
     return np.asarray(np.clip(tail, 0.0, 1.0), dtype=np.float64)
 
 
-class ErrorCounterSurprise:
+class ErrorCounterSurprise(ArrayDetector):
     """Tail probability of each series' recent errors under its own compound-Poisson error baseline."""
 
     name = "error_counter"
+    baseline_of = "last"
 
     def __init__(
         self,
@@ -77,13 +78,10 @@ class ErrorCounterSurprise:
         )
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        p = np.ones(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return p
+            return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._update_round(ids[idx], ts[idx], values[idx])
-        return p
+        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
@@ -127,15 +125,3 @@ class ErrorCounterSurprise:
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p
-
-    def baseline(self, ids: Ids) -> Floats:
-        return self.state.read("last", ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return self.state.to_pieces()
-
-    def restore(self, data: Stored) -> None:
-        self.state.load_bytes(data)

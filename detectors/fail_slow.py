@@ -7,7 +7,21 @@ back. Each scrape spent behind is one event on a per-GPU counter, and that count
 hardware error counter (`ErrorCounterSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
-The peers' residuals come from the bank's `PeerDeviation`, already computed for the same samples.
+
+The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
+feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
+bank passes its own peer detector instead, which has already scored the same samples: fail-slow then
+only reads its residuals, and the bank saves the peer detector.
+
+>>> import numpy as np
+>>> det, ids = FailSlow(), np.arange(8, dtype=np.int64)
+>>> det.set_groups(ids, np.zeros(8, dtype=np.int64))  # the 8 GPUs of one node are peers
+>>> det.watch(ids)  # and their values are SM clocks
+>>> clock = np.full(8, 1965.0)
+>>> clock[5] = 0.7 * 1965.0  # GPU 5 works at 70% of its peers' pace
+>>> p = [det.update(ids, np.full(8, 15.0 * t), clock + t % 2) for t in range(40)]
+>>> bool(p[-1][5] < 1e-6), bool(np.delete(p[-1], 5).min() == 1.0)
+(True, True)
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from prexid.detectors.base import (
     Packed,
     Stored,
     array_pieces,
+    by_rounds,
     load_array,
     pack_blobs,
     rows,
@@ -27,6 +42,12 @@ from prexid.detectors.base import (
 )
 from prexid.detectors.error_counter import ErrorCounterSurprise
 from prexid.detectors.peer import PeerDeviation
+from prexid.detectors.signals import WORK_RATE_METRICS
+
+
+def is_work_rate(name: str, gpu: int | None) -> bool:
+    """Whether a series measures how fast a GPU works: the series fail-slow watches."""
+    return gpu is not None and name in WORK_RATE_METRICS
 
 
 class FailSlow:
@@ -34,13 +55,20 @@ class FailSlow:
 
     name = "fail_slow"
 
-    def __init__(self, peer: PeerDeviation, shortfall: float = 0.1, window_s: float = 1800.0) -> None:
-        self.peer = peer
+    def __init__(
+        self, peer: PeerDeviation | None = None, shortfall: float = 0.1, window_s: float = 1800.0
+    ) -> None:
+        self.owns_peer = peer is None  # fed and saved here; else its owner feeds it first and saves it
+        self.peer = PeerDeviation() if peer is None else peer
         self.shortfall = shortfall
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = ErrorCounterSurprise(window_s=window_s)
+
+    def set_groups(self, ids: Ids, groups: Ids) -> None:
+        """Declare each series' peer group (-1: no peers), as `PeerDeviation.set_groups`."""
+        self.peer.set_groups(ids, groups)
 
     def watch(self, ids: Ids) -> None:
         """Watch these series (a GPU's work rate: registration time, not per sample)."""
@@ -54,11 +82,28 @@ class FailSlow:
         self.slot[new] = len(self.behind) + np.arange(len(new))
         self.behind = np.r_[self.behind, np.zeros(len(new))]
 
-    def update(self, ids: Ids, ts: Floats) -> Floats:
-        """p of each sample of a watched series (1 elsewhere and on scrapes not behind); call after the
-        peer detector has seen the same samples."""
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        """p of each sample of a watched series (1 elsewhere and on scrapes not behind).
+
+        With a peer detector of its own, the batch goes through it in rounds, each round judged on the
+        residuals it left. A shared peer detector has seen the whole batch already: a batch repeating a
+        series is then judged on the residuals the whole batch left.
+        """
+        if not len(ids):
+            return np.ones(0, dtype=np.float64)
+        if self.owns_peer:
+            return by_rounds(self._update_round, ids, ts, values)
+        return self._judge(ids, ts)
+
+    def _update_round(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        self.peer.update(ids, ts, values)
+        return self._judge(ids, ts)
+
+    def _judge(self, ids: Ids, ts: Floats) -> Floats:
+        """Count the watched series' scrapes behind their peers (the peer detector's residuals for these
+        samples) and judge the counts."""
         p = np.ones(len(ids))
-        if not len(self.behind) or not len(ids):
+        if not len(self.behind):
             return p
         if int(ids.max()) < len(self.slot):  # the usual case: one gather (a view for a run of ids)
             slot = self.slot[rows(ids)]
@@ -75,11 +120,28 @@ class FailSlow:
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
+    def baseline(self, ids: Ids) -> Floats:
+        """No reading is expected of its own: the evidence is a count of scrapes behind the peers."""
+        return np.full(len(ids), np.nan)
+
+    def bytes_per_series(self) -> int:
+        """State bytes one more watched series costs: its slot, its counter and the counter's judge, and
+        the peer detector's state when that is fail-slow's own."""
+        own = self.slot.itemsize + self.behind.itemsize + self.events.bytes_per_series()
+        return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
+
     def snapshot(self) -> Packed:
-        return pack_blobs(array_pieces(self.slot), array_pieces(self.behind), self.events.snapshot())
+        """Slots, counters and their judge; then the peer detector, when it is fail-slow's own."""
+        peer = [self.peer.snapshot()] if self.owns_peer else []
+        return pack_blobs(array_pieces(self.slot), array_pieces(self.behind), self.events.snapshot(), *peer)
 
     def restore(self, data: Stored) -> None:
-        slot, behind, events = unpack_blobs(data)
+        slot, behind, events, *peer = unpack_blobs(data)
+        if len(peer) != int(self.owns_peer):
+            which = "without" if self.owns_peer else "with"
+            raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
         self.slot = load_array(slot).astype(np.int32, copy=False)
         self.behind = load_array(behind).astype(np.float64, copy=False)
         self.events.restore(events)
+        if self.owns_peer:
+            self.peer.restore(peer[0])

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import Floats, Ids, Packed, SeriesState, Stored, by_rounds, pick, rows
+from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, by_rounds, pick, rows
 
 P_FLOOR = 1e-12
 
 
-class Flatline:
+class Flatline(ArrayDetector):
     """Probability of the current run of identical values under the series' own repeat rate."""
 
     name = "flatline"
+    baseline_of = "prev"  # a stuck series' explanation is the value it is stuck at
 
     def __init__(
         self,
@@ -80,16 +81,3 @@ class Flatline:
         st["n"][at] = pick(ok, n + 1.0, n)
         st["last_ts"][at] = pick(ok, ts, last)
         return p
-
-    def baseline(self, ids: Ids) -> Floats:
-        """A stuck series' explanation is the value it is stuck at."""
-        return self.state.read("prev", ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return self.state.to_pieces()
-
-    def restore(self, data: Stored) -> None:
-        self.state.load_bytes(data)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from prexid.detectors.base import (
+    ArrayState,
     Floats,
     Ids,
     Packed,
@@ -32,10 +33,11 @@ from prexid.detectors.base import (
 from prexid.detectors.calibration import TailCalibrator
 
 
-class RiverNodeAnomaly:
+class RiverNodeAnomaly(ArrayState):
     """HalfSpaceTrees per node over the node's latest values, calibrated per node."""
 
     name = "river_hst"
+    nested = ("calibrator",)
 
     def __init__(self, n_trees: int = 25, height: int = 8, window_size: int = 100, seed: int = 7) -> None:
         self.n_trees, self.height, self.window_size, self.seed = n_trees, height, window_size, seed
@@ -99,16 +101,17 @@ class RiverNodeAnomaly:
         return np.full(len(ids), np.nan)
 
     def bytes_per_series(self) -> int:
-        """Array state plus the pickled river models shared out over the series that feed them."""
+        """Array state plus the pickled river models shared out over the series that feed them (the
+        calibrator's state is per node, not per series)."""
         fed = max(int((self.state["node"] >= 0).sum()), 1)
         return self.state.nbytes_per_series() + len(pickle.dumps(self.models)) // fed
 
     def snapshot(self) -> Packed:
+        """The state and the calibrator, then the river models as one more blob (a pickle)."""
         river_state = pickle.dumps((self.models, self.features, self.learned))
-        return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot(), river_state)
+        return Packed([*super().snapshot(), *pack_blobs(river_state)])
 
     def restore(self, data: Stored) -> None:
-        own, calibration, river_state = unpack_blobs(data)
-        self.state.load_bytes(own)
-        self.calibrator.restore(calibration)
+        *arrays, river_state = unpack_blobs(data)
+        super().restore(arrays)
         self.models, self.features, self.learned = pickle.loads(leaf(river_state))  # our own snapshot

@@ -21,17 +21,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
+    ArrayState,
     Floats,
     Ids,
     Index,
-    Packed,
     SeriesState,
     Stored,
     by_rounds,
-    pack_blobs,
     pick,
     rows,
-    unpack_blobs,
 )
 from prexid.detectors.robust import RobustDeviation
 
@@ -73,10 +71,11 @@ def _group_key(raw: list[Any]) -> tuple[object, ...]:
     return (*head, tuple((str(k), str(v)) for k, v in rest))
 
 
-class PeerDeviation:
+class PeerDeviation(ArrayState):
     """Residual of each sample against its group's median now, judged against the series' own residuals."""
 
     name = "peer_deviation"
+    nested = ("residuals",)
 
     def __init__(self, min_peers: int = 4, fresh_s: float = 45.0) -> None:
         self.min_peers = min_peers
@@ -185,16 +184,8 @@ class PeerDeviation:
         """The series' usual residual against its peers (a fraction of the peer median)."""
         return self.residuals.baseline(ids)
 
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series() + self.residuals.bytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return pack_blobs(self.state.to_pieces(), self.residuals.snapshot())
-
     def restore(self, data: Stored) -> None:
-        own, residuals = unpack_blobs(data)
-        self.state.load_bytes(own)
-        self.residuals.restore(residuals)
+        super().restore(data)
         self._dirty = True
 
 

@@ -20,27 +20,26 @@ from __future__ import annotations
 import numpy as np
 
 from prexid.detectors.base import (
+    ArrayDetector,
     Floats,
     Ids,
-    Packed,
     SeriesState,
-    Stored,
     by_rounds,
     half_life_weight,
-    pack_blobs,
     pick,
     rows,
-    unpack_blobs,
 )
 from prexid.detectors.calibration import TailCalibrator
 
 _MAD_TO_SIGMA = 1.4826
 
 
-class RobustDeviation:
+class RobustDeviation(ArrayDetector):
     """Two-sided robust z-score of each sample against its series' own baseline, as a tail probability."""
 
     name = "robust_deviation"
+    baseline_of = "center"
+    nested = ("calibrator",)
 
     def __init__(
         self,
@@ -87,17 +86,3 @@ class RobustDeviation:
 
         st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p
-
-    def baseline(self, ids: Ids) -> Floats:
-        return self.state.read("center", ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series() + self.calibrator.bytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return pack_blobs(self.state.to_pieces(), self.calibrator.snapshot())
-
-    def restore(self, data: Stored) -> None:
-        own, calibration = unpack_blobs(data)
-        self.state.load_bytes(own)
-        self.calibrator.restore(calibration)

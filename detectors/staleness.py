@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import Floats, Ids, Packed, SeriesState, Stored, pick, rows, unique_rounds
+from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, pick, rows, unique_rounds
 
 STRONGEST = 10**-3.5
 
 
-class Staleness:
+class Staleness(ArrayDetector):
     """Learns each series' scrape interval and miss rate; `sweep` scores the silent ones."""
 
     name = "staleness"
+    baseline_of = "interval"  # the expected scrape interval, in seconds
 
     def __init__(
         self,
@@ -95,16 +96,3 @@ class Staleness:
         ids = np.flatnonzero(due).astype(np.int64)
         q = st["misses"][ids] / st["expected"][ids]
         return ids, np.maximum(q ** missed[ids], self.strongest)
-
-    def baseline(self, ids: Ids) -> Floats:
-        """The expected scrape interval, in seconds."""
-        return self.state.read("interval", ids)
-
-    def bytes_per_series(self) -> int:
-        return self.state.nbytes_per_series()
-
-    def snapshot(self) -> Packed:
-        return self.state.to_pieces()
-
-    def restore(self, data: Stored) -> None:
-        self.state.load_bytes(data)

@@ -19,11 +19,12 @@ from numpy.typing import NDArray
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
 from prexid.detectors.cluster import cluster_families, cluster_fused
+from prexid.detectors.fail_slow import is_work_rate
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from prexid.detectors.peer import PeerGroups
 from prexid.detectors.rate_limit import RateLimiter
-from prexid.detectors.signals import WORK_RATE_METRICS, Family, Kind
+from prexid.detectors.signals import Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
@@ -176,7 +177,7 @@ class Pipeline:
             name, labels = reg.series(sid)
             peer[i] = groups.group_of(name, labels, ent.node, ent.gpu)
             node[i] = groups.node_of(ent.node)
-            work_rate[i] = ent.gpu is not None and name in WORK_RATE_METRICS
+            work_rate[i] = is_work_rate(name, ent.gpu)
         self.bank.set_groups(new, peer, node)
         self.bank.watch_work_rate(new[work_rate])
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from prexid.detectors.bank import DetectorBank
-from prexid.detectors.base import parse_blobs, rows, subset, unique_rounds
+from prexid.detectors.base import rows, subset, unique_rounds
 from prexid.detectors.counter_rate import CounterRate
 from prexid.detectors.error_counter import ErrorCounterSurprise
 from prexid.detectors.peer import PeerDeviation
@@ -23,15 +23,6 @@ def feed(det: RobustDeviation | ErrorCounterSurprise | CounterRate, values: np.n
     return np.array([det.update(ids, np.full(n_series, t * STEP), row) for t, row in enumerate(values)])
 
 
-def test_robust_deviation_flags_a_level_shift_but_not_noise() -> None:
-    rng = np.random.default_rng(1)
-    x = 60 + rng.normal(0, 0.5, (200, 4))
-    x[150:, 2] += 10
-    p = feed(RobustDeviation(), x)
-    assert p[150, 2] < 1e-6
-    assert p[30:150].min() > 1e-6  # healthy noise never looks like a 10-degree jump
-
-
 def test_robust_deviation_gives_no_evidence_during_warmup() -> None:
     x = np.array([[1.0], [100.0], [1.0], [1e6]] + [[1.0]] * 5)
     p = feed(RobustDeviation(warmup=10), x)
@@ -44,15 +35,6 @@ def test_robust_deviation_one_spike_does_not_move_the_baseline() -> None:
     det = RobustDeviation()
     feed(det, x)
     assert det.baseline(np.array([0]))[0] == pytest.approx(50.15, abs=0.5)
-
-
-def test_nan_and_inf_in_give_no_crash_and_no_nan_out() -> None:
-    x = np.full((60, 3), 10.0)
-    x[40, 0], x[41, 1], x[42, 2] = np.nan, np.inf, -np.inf
-    for det in (RobustDeviation(), ErrorCounterSurprise(), CounterRate()):
-        p = feed(det, x)
-        assert np.isfinite(p).all()
-        assert ((p > 0) & (p <= 1)).all()
 
 
 def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
@@ -96,22 +78,6 @@ def test_counter_rate_scores_rates_not_levels() -> None:
     assert p[181, 0] < 1e-8
 
 
-@pytest.mark.parametrize("det_cls", [RobustDeviation, ErrorCounterSurprise, CounterRate])
-def test_restored_detector_scores_exactly_like_an_uninterrupted_one(det_cls: type) -> None:
-    rng = np.random.default_rng(3)
-    x = np.cumsum(np.abs(rng.normal(1, 2, (120, 5))), axis=0)
-    a, b = det_cls(), det_cls()
-    feed(a, x[:60])
-    feed(b, x[:60])
-    restored = det_cls()
-    restored.restore(parse_blobs(b"".join(b.snapshot())))
-    tail = x[60:]
-    ids = np.arange(5, dtype=np.int64)
-    for t, row in enumerate(tail, start=60):
-        ts = np.full(5, t * STEP)
-        np.testing.assert_array_equal(a.update(ids, ts, row), restored.update(ids, ts, row))
-
-
 def test_a_contiguous_ascending_batch_is_read_as_a_slice_and_anything_else_by_index() -> None:
     assert rows(np.arange(5, 12, dtype=np.int64)) == slice(5, 12)
     for ids in ([5, 7, 8], [6, 5, 7], [5, 5, 6], [-1, 0, 1], []):
@@ -144,16 +110,6 @@ def test_duplicate_series_in_one_batch_are_applied_in_time_order() -> None:
     assert rounds == [[3, 7], [3, 7], [7]]
     order = [ts[r].tolist() for r in unique_rounds(ids, ts)]
     assert order == [[10.0, 10.0], [20.0, 20.0], [30.0]]
-
-
-def test_a_batch_with_repeats_equals_the_same_samples_one_by_one() -> None:
-    ids = np.array([0, 0, 0, 1, 1], dtype=np.int64)
-    ts = np.array([0.0, 15.0, 30.0, 0.0, 15.0])
-    vals = np.array([1.0, 2.0, 40.0, 5.0, 5.0])
-    batched, single = RobustDeviation(warmup=1), RobustDeviation(warmup=1)
-    p_batch = batched.update(ids, ts, vals)
-    p_single = np.array([single.update(ids[i : i + 1], ts[i : i + 1], vals[i : i + 1])[0] for i in range(5)])
-    np.testing.assert_array_equal(p_batch, p_single)
 
 
 def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> None:

@@ -78,9 +78,32 @@ def test_fail_slow_counts_scrapes_behind_the_peers_and_judges_them_as_an_error_c
             x[5] *= 0.7
         ts = np.full(GPUS, 15.0 * t)
         peer.update(ids, ts, x)
-        out.append(fs.update(ids, ts))
+        out.append(fs.update(ids, ts, x))
     p = np.array(out)
     assert (p[:, [0, 1, 2, 3, 4, 6, 7]] == 1.0).all()  # not watched
     assert p[100, 5] > 1e-3  # one lagging scrape: weak
     assert p[113, 5] < 1e-8  # four more in a row: strong
     assert p[114:, 5].min() == 1.0  # back with its peers: no evidence
+
+
+def test_fail_slow_over_the_banks_peer_detector_scores_as_one_over_its_own() -> None:
+    """The bank's fail-slow reads the residuals of the peer detector the bank has fed the same samples;
+    the catalog's feeds a peer detector of its own."""
+    peer = PeerDeviation()
+    shared, own = FailSlow(peer), FailSlow()
+    ids = np.arange(2 * GPUS, dtype=np.int64)
+    for det in (peer, own):
+        det.set_groups(ids, ids // GPUS)
+    shared.watch(ids)
+    own.watch(ids)
+    rng, out = np.random.default_rng(1), []
+    for t in range(200):
+        x = 1965.0 + rng.normal(0, 4.0, len(ids))
+        x[5] *= 0.7 if t >= 100 else 1.0  # behind from the 100th scrape on
+        x[12] *= 0.8 if t % 3 == 0 else 1.0  # stalling on one scrape in three
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(shared.update(ids, ts, x))
+        np.testing.assert_array_equal(out[-1], own.update(ids, ts, x))
+    p = np.array(out)
+    assert p[:, 5].min() < 1e-8 and p[:, 12].min() < 1e-8  # the runs compared evidence, not ones

@@ -170,6 +170,8 @@ def bench_detector(name: str, n: int, seconds: float, progress: Progress) -> Res
     ids = np.arange(n, dtype=np.int64)
     if hasattr(det, "set_groups"):
         det.set_groups(ids, ids // GROUP)
+    if hasattr(det, "watch"):
+        det.watch(ids)
     warm(det.update, n)
     rate = timed_scrapes(det.update, scrapes(n, TIMED_SCRAPES, first=WARM_SCRAPES), seconds, progress)
     return Result(f"  {name}", rate, det.bytes_per_series(), "alone")
