@@ -11,6 +11,7 @@ from pydantic import SecretStr
 
 from prexid.service.http.history import ScoreHistory
 from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.schemas import Alert
 from prexid.service.sinks.prometheus import Telemetry
 
@@ -27,6 +28,7 @@ class ServiceState:
     shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
     admin_token: SecretStr | None = None  # admin endpoints are off without one
     checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint
+    series_budget: SeriesBudget | None = None  # the cardinality limit every shard's registry shares
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
         4 * 2**20, ge=1024, description="snapshots travel in chunks of this size (broker message limit)"
     )
     session_timeout_ms: int = Field(10_000, ge=1000, description="how soon a dead replica's partitions move")
+    max_new_series_per_message: int = Field(
+        20_000, ge=1, description="new series one message may create; more and it is a dead letter"
+    )
     xid_max_hold_s: float = Field(
         60.0, gt=0, description="wall seconds an Xid waits for a backlogged metric partition before it pages"
     )

@@ -9,16 +9,21 @@ from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
+from prexid.service.pipeline.series_registry import SeriesBudget
 
 
 def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
     """A pipeline and its processor. With `state` (one more partition of `prexid run`), the new
     processor shares that state's telemetry and alert sinks."""
-    pipeline = Pipeline(settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url))
     first = state is None
+    budget = SeriesBudget(settings.detection.max_series) if state is None else state.series_budget
+    pipeline = Pipeline(
+        settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url), budget
+    )
     if state is None:
         state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token
+        state.series_budget = budget
     processor = Processor(
         pipeline,
         state.telemetry,
@@ -28,6 +33,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         kernel_only_topics=settings.kernel_only_topics,
     )
     processor.xid_max_hold_s = settings.xid_max_hold_s
+    processor.max_new_series_per_message = settings.max_new_series_per_message
     if first and settings.alertmanager_urls:
         from prexid.service.sinks.alertmanager import AlertmanagerSink
 

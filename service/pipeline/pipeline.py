@@ -28,7 +28,7 @@ from prexid.detectors.signals import Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
-from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesRegistry
+from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesBudget, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
 
@@ -52,9 +52,10 @@ class PipelineConfig:
 
 
 class Pipeline:
-    def __init__(self, config: PipelineConfig | None = None) -> None:
+    def __init__(self, config: PipelineConfig | None = None, budget: SeriesBudget | None = None) -> None:
+        """`budget`: the cardinality limit this pipeline shares with the process's other shards."""
         self.config = config or PipelineConfig()
-        self.registry = SeriesRegistry(max_series=self.config.max_series)
+        self.registry = SeriesRegistry(max_series=self.config.max_series, budget=budget)
         self.bank = DetectorBank(multivariate=self.config.multivariate)
         self.peer_groups = PeerGroups()
         self.fusion = Fusion(self.config.fusion)

@@ -12,6 +12,7 @@ so the canonical key is built only the first time a spelling is seen.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,15 @@ from prexid.detectors.signals import FALLS_WITH_LOAD, Family, Kind, spec_for
 from prexid.service.decode.common import HOST_LABELS
 from prexid.service.decode.xid import normalise_pci
 
-__all__ = ["HOST_LABELS", "NO_FAMILY", "Entity", "SeriesRegistry", "canonical_key", "normalise_host"]
+__all__ = [
+    "HOST_LABELS",
+    "NO_FAMILY",
+    "Entity",
+    "SeriesBudget",
+    "SeriesRegistry",
+    "canonical_key",
+    "normalise_host",
+]
 NO_FAMILY = 255
 
 
@@ -63,9 +72,23 @@ class Entity:
     gpu: int | None  # None for the node itself
 
 
-@dataclass
+class SeriesBudget:
+    """One cardinality limit for a whole process, shared by the registries of all its shards: under
+    `prexid run` each partition has a pipeline, and a limit per registry would let a replica owning
+    many partitions hold many times what `max_series` says."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.registries: weakref.WeakSet[SeriesRegistry] = weakref.WeakSet()  # shards handed off leave
+
+    def used(self) -> int:
+        return sum(len(r) for r in self.registries)
+
+
+@dataclass(eq=False)
 class SeriesRegistry:
     max_series: int = 2_000_000
+    budget: SeriesBudget | None = None  # the process's limit, when shards share one
     keys: list[bytes] = field(default_factory=list)  # series id -> canonical key
     ids: dict[bytes, int] = field(default_factory=dict)  # canonical key -> series id
     aliases: dict[Hashable, int] = field(default_factory=dict)  # a producer's spelling -> series id
@@ -81,8 +104,18 @@ class SeriesRegistry:
     uuid_of: dict[int, str] = field(default_factory=dict)  # GPU entity -> UUID label
     refused: int = 0
 
+    def __post_init__(self) -> None:
+        if self.budget is not None:
+            self.budget.registries.add(self)
+
     def __len__(self) -> int:
         return len(self.keys)
+
+    def full(self) -> bool:
+        """Whether a new series would pass the limit: this registry's, or its process's."""
+        if len(self.keys) >= self.max_series:
+            return True
+        return self.budget is not None and self.budget.used() >= self.budget.limit
 
     def snapshot_meta(self) -> dict[str, Any]:
         return {
@@ -155,7 +188,7 @@ class SeriesRegistry:
         key = canonical_key(name, labels)
         sid = self.ids.get(key)
         if sid is None:
-            if len(self.keys) >= self.max_series:
+            if self.full():
                 self.refused += 1
                 return -1
             sid = self.ids[key] = len(self.keys)

@@ -93,6 +93,7 @@ DERIVED = {
     "_width",
     "_layout",
     "aliases",
+    "budget",  # the process's series limit, shared with its other partitions: wiring, not state
 }
 
 
