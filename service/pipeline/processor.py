@@ -463,7 +463,7 @@ class Processor:
                 why = f"no time of its own, and record time {msg.ts!r} is none"
                 errors.append(LineError(0, line.message.encode(), DecodeError("bad_timestamp", why)))
                 continue
-            if line.ts > ref + marks.future_skew_s:
+            if np.isfinite(ref) and line.ts > ref + marks.future_skew_s:  # no reference: nothing to judge by
                 self.telemetry.future_samples.labels(msg.source).inc()
                 line = line._replace(ts=ref)
             kept.append(line)

@@ -86,3 +86,10 @@ def test_a_batch_that_breaks_nothing_is_processed_once_as_it_is() -> None:
     a = once.process_runs(metrics, logs()[:1], ())
     b = isolating.process_isolating(metrics, logs()[:1], ())
     assert a.alerts == b.alerts and a.dead_letters == b.dead_letters
+
+
+def test_a_kernel_line_with_no_record_time_before_any_metric_is_dated_by_itself() -> None:
+    """Found by the fuzz run: with nothing to judge its date by, the line was re-dated to -inf."""
+    _, processor = build(DMESG)
+    out = processor.process_runs([], [Message(GOOD, NOW * 1000.0, "logs", 0, 0)], ())
+    assert [(a.kind, a.starts_at) for a in out.alerts] == [("xid", "2025-12-03T10:00:00.000Z")]
