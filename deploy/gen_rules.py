@@ -157,6 +157,15 @@ HEALTH_RULES = [
         "limit ahead of that source: a producer's clock runs ahead (dead letters say which series)",
     ),
     alert(
+        "PrexidClockBehind",
+        "increase(prexid_late_samples_total[15m]) > 0",
+        "0m",
+        "prexid",
+        "warning",
+        "prexid {{ $labels.instance }} dropped samples of {{ $labels.source }} dated more than the limit "
+        "behind that source: a host's clock runs slow, and that host is not watched (logs name it)",
+    ),
+    alert(
         "PrexidXidsPagedUnheld",
         "increase(prexid_xid_holds_expired_total[15m]) > 0",
         "0m",

@@ -28,9 +28,16 @@ def plausible(record_ts: float) -> float:
 
 
 class Watermarks:
-    def __init__(self, lateness_s: float, future_skew_s: float = 300.0, jump_batches: int = 3) -> None:
+    def __init__(
+        self,
+        lateness_s: float,
+        future_skew_s: float = 300.0,
+        jump_batches: int = 3,
+        late_drop_s: float = 300.0,
+    ) -> None:
         self.lateness_s = lateness_s
         self.future_skew_s = future_skew_s
+        self.late_drop_s = late_drop_s
         self.jump_batches = jump_batches
         self.progress: dict[str, float] = {}  # newest event time seen per source
         self.backlogged: set[str] = set()
@@ -41,6 +48,15 @@ class Watermarks:
     def reference(self, source: str, record_ts: float) -> float:
         """What `source` has shown of event time: its newest sample, or a newer record time."""
         return float(np.fmax(self.progress.get(source, -np.inf), plausible(record_ts)))
+
+    def behind(self, source: str, ts: Floats, record_ts: float) -> NDArray[np.bool_]:
+        """Which samples are dated more than `late_drop_s` before what `source` has shown: a host whose
+        clock runs slow. Scored, they would be judged an hour late, their evidence aged away at once."""
+        ref = self.reference(source, record_ts)
+        with np.errstate(invalid="ignore"):
+            return (
+                np.asarray(ts < ref - self.late_drop_s) if np.isfinite(ref) else np.zeros(len(ts), dtype=bool)
+            )
 
     def ahead(self, source: str, ts: Floats, record_ts: float) -> NDArray[np.bool_]:
         """Which samples are dated more than `future_skew_s` ahead of what `source` has shown so far

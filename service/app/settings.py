@@ -33,6 +33,9 @@ class DetectionSettings(BaseModel):
     future_skew_s: float = Field(
         300.0, gt=0, description="how far ahead of its source's progress a sample may be dated"
     )
+    late_drop_s: float = Field(
+        300.0, gt=0, description="samples dated further behind their source's progress are dropped"
+    )
     fire_threshold: float = Field(9.0, gt=0, description="fused surprise (-log10 p) that starts an alert")
     resolve_threshold: float = Field(4.0, gt=0)
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
@@ -51,6 +54,7 @@ class DetectionSettings(BaseModel):
             runbook_base_url=runbook_base_url,
             lateness_s=self.lateness_s,
             future_skew_s=self.future_skew_s,
+            late_drop_s=self.late_drop_s,
             max_series=self.max_series,
             xid_resolve_after_s=self.xid_resolve_after_s,
             multivariate=self.multivariate,

@@ -38,6 +38,7 @@ class PipelineConfig:
     cluster: str = "default"
     lateness_s: float = 10.0
     future_skew_s: float = 300.0  # a sample dated further ahead of its source is dead-lettered
+    late_drop_s: float = 300.0  # a sample dated further behind its source is dropped (a slow clock)
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     xid_resolve_after_s: float = 3600.0  # an Xid alert resolves after its burst is quiet this long
     max_series: int = 2_000_000
@@ -64,7 +65,9 @@ class Pipeline:
             dataclasses.replace(self.config.lifecycle, persist_ticks=self.config.cluster_persist_ticks)
         )
         self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
-        self.watermarks = Watermarks(self.config.lateness_s, self.config.future_skew_s)
+        self.watermarks = Watermarks(
+            self.config.lateness_s, self.config.future_skew_s, late_drop_s=self.config.late_drop_s
+        )
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
         self.alert_book = AlertBook(self.config.cluster, self.config.runbook_base_url)

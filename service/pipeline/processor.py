@@ -353,6 +353,21 @@ class Processor:
         marks = self.pipeline.watermarks
         ref = marks.reference(source, cols.newest_ts)  # before `ahead`, which may believe a jump
         ahead = marks.ahead(source, ts, cols.newest_ts)
+        late = marks.behind(source, ts, cols.newest_ts)
+        if late.any():  # dropped, not dead-lettered: a slow host sends thousands a minute
+            self.telemetry.late_samples.labels(source).inc(int(late.sum()))
+            registry = self.pipeline.registry
+            nodes = {registry.entities[int(registry.entity_of[i])].node for i in ids[late].tolist() if i >= 0}
+            log.warning(
+                "%s: dropped %d samples dated over %g s behind it, of %s",
+                source,
+                late.sum(),
+                marks.late_drop_s,
+                sorted(nodes)[:5],
+            )
+            ids, ts, values = ids[~late], ts[~late], values[~late]
+            ahead = ahead[~late]
+            cols.msgs = [m for m, gone in zip(cols.msgs, late.tolist(), strict=True) if not gone]
         if not ahead.any():
             return ids, ts, values, 0
         msgs = np.array(cols.msgs, dtype=np.int64)

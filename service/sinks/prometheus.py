@@ -113,6 +113,12 @@ class Telemetry:
             ["source"],
             registry=registry,
         )
+        self.late_samples = Counter(
+            "prexid_late_samples",
+            "Metric samples dropped as dated too far behind their source (a slow clock), by source",
+            ["source"],
+            registry=registry,
+        )
         self.xid_holds_expired = Counter(
             "prexid_xid_holds_expired",
             "Xids paged after waiting the longest hold for a metric partition that still looked behind",

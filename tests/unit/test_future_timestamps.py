@@ -5,13 +5,15 @@ that way). Samples dated further ahead of their source than the skew limit are d
 from __future__ import annotations
 
 import numpy as np
+import orjson
 
 from prexid.detectors.watermark import Watermarks
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
+from prexid.service.decode.common import parse_rfc3339
 from prexid.service.offline.sim.wire import adapter_json, gpu_labels
 from prexid.service.pipeline.processor import Message
-from prexid.service.schemas import Alert
+from prexid.service.schemas import Alert, rfc3339
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
 
 YEAR_2199 = 7_226_582_400.0
@@ -91,3 +93,33 @@ def test_a_record_time_in_microseconds_or_none_at_all_is_no_reference() -> None:
     for bogus in (now * 1000.0, -0.001, 0.0, np.nan):
         assert not marks.ahead("fresh", np.array([now]), bogus).any()
     assert marks.ahead("fresh", np.array([now]), now - 600.0).all()
+
+
+def shifted(payload: bytes, by: float) -> bytes:
+    doc = orjson.loads(payload)
+    doc["timestamp"] = rfc3339(parse_rfc3339(doc["timestamp"]) + by)
+    return orjson.dumps(doc)
+
+
+def test_a_node_whose_clock_runs_an_hour_slow_is_dropped_and_counted_not_scored_an_hour_late() -> None:
+    """Its samples would be scored an hour late, their evidence aged away at once: the node looks
+    watched and is not. Dropped and counted (PrexidClockBehind), the rest of its shard unchanged."""
+    cluster = DemoCluster()
+    clean, _ = replay(cluster, None, record_time=True)
+    state, processor = build(Settings())
+    alerts: list[Alert] = []
+    for tick in simulate(cluster):
+        payloads = [shifted(m, -3600.0) if b'"node-01"' in m else m for m in tick.metrics]
+        alerts += processor.process([Message(m, tick.ts, "metrics", 0) for m in payloads], [], ()).alerts
+    alerts += processor.process([], [], (), drain=True).alerts
+    assert firing(alerts) == firing(clean)
+    late = state.telemetry.registry.get_sample_value("prexid_late_samples_total", {"source": "metrics:0"})
+    per_tick = sum(b'"node-01"' in m for m in next(iter(simulate(cluster))).metrics)
+    assert late is not None and late >= per_tick * (cluster.duration_s / cluster.step_s - 2)
+
+
+def test_a_slow_host_alone_in_its_partition_is_told_by_its_record_times() -> None:
+    marks = Watermarks(lateness_s=10.0, late_drop_s=300.0)
+    now = 1_764_756_000.0
+    assert marks.behind("p:7", np.array([now - 3600.0, now - 30.0]), now).tolist() == [True, False]
+    assert not marks.behind("p:7", np.array([now - 3600.0]), np.nan).any()  # nothing to judge by
