@@ -166,6 +166,15 @@ HEALTH_RULES = [
         "behind that source: a host's clock runs slow, and that host is not watched (logs name it)",
     ),
     alert(
+        "PrexidUntrustedKernelLines",
+        'increase(prexid_log_lines_total{outcome="untrusted"}[15m]) > 0',
+        "0m",
+        "prexid",
+        "warning",
+        "prexid {{ $labels.instance }} refused log lines claiming to be the kernel without a kernel "
+        "facility: someone writes kernel-looking lines, or a kernel-only topic is not declared so",
+    ),
+    alert(
         "PrexidXidsPagedUnheld",
         "increase(prexid_xid_holds_expired_total[15m]) > 0",
         "0m",
