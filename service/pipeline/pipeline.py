@@ -150,6 +150,8 @@ class Pipeline:
         if not len(ids):
             return
         ev = self.bank.update(ids, ts, values)
+        if self.xid_alerts.down:  # back from a reboot? their Xid alerts resolve at the next tick
+            self.xid_alerts.reporting(self._nodes_of(ids))
         fam = self.registry.family_of[ids]
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
@@ -190,6 +192,8 @@ class Pipeline:
         ids, p = self.bank.sweep(tick)
         if len(ids) == 0:
             return
+        if self.xid_alerts.last_event:  # a node down while an Xid alert on it fires: rebooting?
+            self.xid_alerts.went_silent(self._nodes_of(ids))
         fam = np.full(len(ids), Family.LIVENESS, dtype=np.uint8)
         self.fusion.ingest(
             Evidence(ids, np.full(len(ids), tick), np.full(len(ids), np.nan), p),
@@ -218,6 +222,12 @@ class Pipeline:
         self.cluster_score = float(cluster[0])
         alerts += [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
         return alerts + self.xid_alerts.resolve_quiet(tick)
+
+    def _nodes_of(self, ids: NDArray[np.int64]) -> set[str]:
+        """The nodes whose own (host-level) series are among `ids`."""
+        reg = self.registry
+        entities = np.unique(reg.entity_of[ids])
+        return {reg.entities[e].node for e in entities.tolist() if reg.parent_of[e] < 0}
 
     def _cluster_alert(self, tr: Transition) -> Alert:
         """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""

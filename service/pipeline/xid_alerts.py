@@ -5,8 +5,9 @@ becoming known, or a lead time. The alert is about the GPU when its PCI id has b
 labels, else about the node, carrying the raw PCI id.
 
 An Xid alert resolves once its burst has been quiet for `resolve_after_s` of event time (an hour by
-default): the driver reports a fault, not its end, and an alert that never resolves would be listed
-as firing for ever and re-sent to Alertmanager by every replica that takes its partition over.
+default), or when its node comes back from a reboot (the node's own series fell silent while it
+fired, then report again): the driver reports a fault, not its end, and an alert that never resolves
+would be listed as firing for ever and re-sent to Alertmanager by every replica taking it over.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class XidAlerts:
         self.link_window_s = link_window_s  # a pre_xid fired longer before the Xid is not linked
         self.resolve_after_s = resolve_after_s
         self.last_event: dict[str, float] = {}  # firing xid alert -> newest event time of its burst
+        self.down: set[str] = set()  # nodes with a firing Xid alert whose own series fell silent
+        self.back: set[str] = set()  # of those, the ones reporting again: resolved at the next tick
         self.bursts = XidBursts()
         self.incidents: dict[tuple[str, float], _Incident] = {}
 
@@ -61,13 +64,35 @@ class XidAlerts:
         self.incidents[key] = now
         return self._alert(node, burst, now)
 
+    def firing_nodes(self) -> set[str]:
+        return {a.node for fp in self.last_event if (a := self.book.active.get(fp)) is not None}
+
+    def went_silent(self, nodes: set[str]) -> None:
+        """These nodes' own series stopped reporting (a reboot, or a node down)."""
+        self.down |= nodes & self.firing_nodes()
+
+    def reporting(self, nodes: set[str]) -> None:
+        """These nodes' own series report: those that had gone silent are back from a reboot."""
+        self.back |= nodes & self.down
+
     def resolve_quiet(self, now: float) -> list[Alert]:
-        """Resolve the Xid alerts whose burst has been quiet for `resolve_after_s` at event time `now`."""
-        quiet = [fp for fp, last in self.last_event.items() if now - last >= self.resolve_after_s]
+        """Resolve the Xid alerts whose burst has been quiet for `resolve_after_s` at event time `now`,
+        and those of nodes back from a reboot."""
+        rebooted, self.back = self.back, set()
+        self.down -= rebooted
+        quiet = [
+            fp
+            for fp, last in self.last_event.items()
+            if now - last >= self.resolve_after_s or (rebooted and self._node(fp) in rebooted)
+        ]
         resolved = [a for fp in quiet if (a := self.book.resolve(fp, now)) is not None]
         for fp in quiet:
             del self.last_event[fp]
         return resolved
+
+    def _node(self, fp: str) -> str | None:
+        alert = self.book.active.get(fp)
+        return None if alert is None else alert.node
 
     def _merge(self, inc: _Incident | None, ev: XidEvent, node: str, codes: tuple[int, ...]) -> _Incident:
         gpu, lead = self._gpu_and_lead(ev, node)
@@ -114,6 +139,8 @@ class XidAlerts:
     def snapshot_meta(self) -> dict[str, Any]:
         return {
             "xid_last_event": self.last_event,
+            "xid_down": sorted(self.down),
+            "xid_back": sorted(self.back),
             "xid_bursts": [dataclasses.asdict(b) for b in self.bursts.open.values()],
             "xid_incidents": [
                 [node, ts, {**dataclasses.asdict(i), "worst": i.worst.code}]
@@ -123,6 +150,8 @@ class XidAlerts:
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
         self.last_event = {str(fp): float(ts) for fp, ts in meta["xid_last_event"].items()}
+        self.down = {str(node) for node in meta["xid_down"]}
+        self.back = {str(node) for node in meta["xid_back"]}
         self.bursts.open = {b["node"]: Burst(**{**b, "codes": tuple(b["codes"])}) for b in meta["xid_bursts"]}
         self.incidents = {
             (node, float(ts)): _Incident(**{**i, "codes": tuple(i["codes"]), "worst": xid_info(i["worst"])})

@@ -77,3 +77,38 @@ def test_a_taken_over_firing_xid_alert_still_resolves_on_time() -> None:
     assert list(taker.pipeline.alert_book.active) == [fired.fingerprint]
     resolved = [a for a in scrapes(taker, T0 + 600, T0 + 3700) if a.kind == "xid"]
     assert [(a.fingerprint, a.status) for a in resolved] == [(fired.fingerprint, "resolved")]
+
+
+def host(node: str, ts: float) -> RawSample:
+    return RawSample("node_load1", {"instance": f"{node}:9100", "Hostname": node}, ts, 24.0)
+
+
+def gpu(node: str, ts: float) -> RawSample:
+    return RawSample("DCGM_FI_DEV_GPU_TEMP", {"Hostname": node, "gpu": "0", "UUID": f"GPU-{node}"}, ts, 60.0)
+
+
+def run(processor: Processor, start: float, end: float, silent: set[str], no_gpu: set[str]) -> list[Alert]:
+    """Two nodes scraped every 15 s; `silent` nodes send nothing, `no_gpu` nodes only host series."""
+    out: list[Alert] = []
+    for ts in range(int(start), int(end), 15):
+        rows = [host(n, ts) for n in ("node-1", "node-7") if n not in silent]
+        rows += [gpu(n, ts) for n in ("node-1", "node-7") if n not in silent | no_gpu]
+        out += processor.pipeline.ingest_samples(rows)
+    return [a for a in out if a.kind == "xid"]
+
+
+def test_an_xid_alert_resolves_when_its_node_comes_back_from_a_reboot() -> None:
+    _, processor = build(Settings())
+    run(processor, T0 - 1800, T0, set(), set())  # the series' cadence is learnt
+    (fired,) = processor.pipeline.ingest_xids([xid(T0, "node-7")])
+    assert run(processor, T0, T0 + 600, {"node-7"}, set()) == []  # rebooting: silent ten minutes
+    back = run(processor, T0 + 600, T0 + 660, set(), set())
+    assert [(a.fingerprint, a.status) for a in back] == [(fired.fingerprint, "resolved")]
+
+
+def test_a_gpu_off_the_bus_on_a_node_still_reporting_keeps_its_xid_alert_firing() -> None:
+    _, processor = build(Settings())
+    run(processor, T0 - 1800, T0, set(), set())
+    (fired,) = processor.pipeline.ingest_xids([xid(T0, "node-7")])
+    assert run(processor, T0, T0 + 1200, set(), {"node-7"}) == []  # its GPU series stop, the node's go on
+    assert fired.fingerprint in processor.pipeline.alert_book.active
