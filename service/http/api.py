@@ -1,4 +1,9 @@
-"""The HTTP side: health, readiness, Prometheus exposition and the alerts API (FastAPI)."""
+"""The HTTP side: health, readiness, Prometheus exposition and the alerts API (FastAPI).
+
+Nothing is loaded from outside the service: FastAPI's `/docs` and `/redoc` pages fetch Swagger UI and
+ReDoc from a CDN, so they are off; the schema stays at `/openapi.json` (admin routes left out of it).
+Every response carries the headers of `SECURITY_HEADERS`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prexid.service.app.service_state import ServiceState
 from prexid.service.http.admin import admin_router
@@ -13,9 +19,51 @@ from prexid.service.http.dashboard import dashboard_router, static_files
 from prexid.service.http.evidence import EntityEvidence, node_evidence
 from prexid.service.schemas import Alert
 
+# The dashboard needs scripts, styles and fetches from this origin only (no inline code: dashboard.js sets
+# colours through the CSSOM, which style-src does not govern); nothing may frame it.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",  # runbook links open other sites: don't tell them where from
+}
+
+
+class SecurityHeaders:
+    """ASGI middleware adding `SECURITY_HEADERS` to every HTTP response (a plain ASGI wrapper, not
+    BaseHTTPMiddleware: no extra task per request, responses pass through unbuffered)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.headers = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
 
 def create_app(state: ServiceState) -> FastAPI:
-    app = FastAPI(title="prexid", summary="Pre-XID anomaly detection for GPU clusters")
+    app = FastAPI(
+        title="prexid",
+        summary="Pre-XID anomaly detection for GPU clusters",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN; the schema stays at /openapi.json
+        redoc_url=None,
+    )
+    app.add_middleware(SecurityHeaders)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -64,5 +112,5 @@ def create_app(state: ServiceState) -> FastAPI:
 
     app.include_router(dashboard_router(state))
     app.mount("/static", static_files(), name="static")
-    app.include_router(admin_router(state))
+    app.include_router(admin_router(state), include_in_schema=False)  # not advertised to the world
     return app
