@@ -17,7 +17,9 @@ from prexid.service.app.service_state import ServiceState
 from prexid.service.http.admin import admin_router
 from prexid.service.http.dashboard import dashboard_router, static_files
 from prexid.service.http.evidence import EntityEvidence, node_evidence
+from prexid.service.http.read_view import ReadView
 from prexid.service.schemas import Alert
+from prexid.service.sinks.prometheus import entity_scores_apart
 
 # The dashboard needs scripts, styles and fetches from this origin only (no inline code: dashboard.js sets
 # colours through the CSSOM, which style-src does not govern); nothing may frame it.
@@ -56,7 +58,9 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def create_app(state: ServiceState) -> FastAPI:
+def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
+    """The HTTP app over `state`; `view` (default: a `ReadView` of it) serves the fused scores."""
+    view = ReadView(state) if view is None else view
     app = FastAPI(
         title="prexid",
         summary="Pre-XID anomaly detection for GPU clusters",
@@ -80,7 +84,10 @@ def create_app(state: ServiceState) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(generate_latest(state.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+        entity_scores = (await view.current()).metrics  # rendered off the loop, once per tick at most
+        with entity_scores_apart():
+            rest = generate_latest(state.telemetry.registry)  # counters and histograms: fresh, cheap
+        return Response(rest + entity_scores, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/v1/alerts", response_model=list[Alert])
     async def alerts(kind: Literal["pre_xid", "xid", "node", "cluster"] | None = None) -> list[Alert]:
@@ -110,7 +117,7 @@ def create_app(state: ServiceState) -> FastAPI:
                 return ev
         raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")
 
-    app.include_router(dashboard_router(state))
+    app.include_router(dashboard_router(state, view))
     app.mount("/static", static_files(), name="static")
     app.include_router(admin_router(state), include_in_schema=False)  # not advertised to the world
     return app
