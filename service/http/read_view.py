@@ -10,7 +10,8 @@ per scrape, so a scrape loop could hold a replica back. Instead:
 - the loop only copies what a render reads (the score arrays and the entity lists: well under a
   millisecond at 18k entities; pipelines change only on the loop, so the copy is consistent), and the
   rendering runs in a worker thread while the consumer goes on;
-- concurrent requests wait for the one render in progress instead of starting their own.
+- concurrent requests wait for the one render in progress instead of starting their own, and a
+  request that goes away mid-render leaves it to finish.
 
 `renders` counts the renders, the expensive recomputations.
 """
@@ -85,8 +86,8 @@ class ReadView:
         self._view: View | None = None
         self._key: Hashable = None
         self._rendered_at = -np.inf
-        self._lock = asyncio.Lock()
-        self._text = EntityScoreText()
+        self._rendering: asyncio.Task[View] | None = None
+        self._text = EntityScoreText()  # one render at a time uses it
 
     def _current_key(self) -> Hashable:
         return (self.state.pipeline.config.cluster, tuple(version(p) for p in self.state.pipelines()))
@@ -102,16 +103,19 @@ class ReadView:
     async def current(self) -> View:
         if (view := self._fresh()) is not None:
             return view
-        async with self._lock:  # one render at a time; who waited gets the render just done
-            if (view := self._fresh()) is not None:
-                return view
-            key, cluster = self._current_key(), self.state.pipeline.config.cluster
-            copies = [ScoresCopy.of(p) for p in self.state.pipelines()]
-            self._rendered_at = self.clock()
-            view = await asyncio.to_thread(self._render, cluster, copies)
-            self._view, self._key = view, key
-            self.renders += 1
-            return view
+        if self._rendering is None or self._rendering.done():
+            self._rendering = asyncio.create_task(self._render_now())
+        # shielded: a request that goes away leaves the render to finish for the next, never two at once
+        return await asyncio.shield(self._rendering)
+
+    async def _render_now(self) -> View:
+        key, cluster = self._current_key(), self.state.pipeline.config.cluster
+        copies = [ScoresCopy.of(p) for p in self.state.pipelines()]
+        self._rendered_at = self.clock()
+        view = await asyncio.to_thread(self._render, cluster, copies)
+        self._view, self._key = view, key
+        self.renders += 1
+        return view
 
     def _render(self, cluster: str, copies: list[ScoresCopy]) -> View:
         scores = [score01(c.fused, c.fire).tolist() for c in copies]

@@ -165,6 +165,30 @@ async def test_scrapes_between_ticks_render_once_and_at_most_once_a_second_acros
         assert after != before and after == rfc3339(state.pipeline.fusion.last_tick)  # a second late at most
 
 
+async def test_concurrent_and_abandoned_requests_share_one_render() -> None:
+    from prexid.service.http.read_view import ReadView, ScoresCopy, View
+
+    state = populated(nodes=200)
+    view = ReadView(state, min_interval_s=0.0)
+    started = []  # renders begun in a worker thread (two at once would share its label cache)
+    render = view._render
+
+    def counted(cluster: str, copies: list[ScoresCopy]) -> View:
+        started.append(cluster)
+        time.sleep(0.05)  # still rendering when the next requests come
+        return render(cluster, copies)
+
+    view._render = counted  # type: ignore[method-assign]
+    abandoned = asyncio.create_task(view.current())
+    await asyncio.sleep(0.01)  # its render has started
+    abandoned.cancel()  # the client went away
+    views = await asyncio.gather(*(view.current() for _ in range(10)))
+    assert len(started) == view.renders == 1 and all(v is views[0] for v in views)
+    next_tick(state)
+    await asyncio.gather(*(view.current() for _ in range(10)))
+    assert len(started) == view.renders == 2
+
+
 async def test_metrics_serves_the_same_samples_as_the_registry_and_new_entities_without_a_score() -> None:
     state = populated(nodes=50)
     state.pipeline.add_samples(Samples(["node_load1"], [{"instance": "late-node"}], [T0], [1.0]), "m:0")
