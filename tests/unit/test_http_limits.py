@@ -26,6 +26,7 @@ from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.types import Samples
 from prexid.service.http.api import create_app
+from prexid.service.http.dashboard import Scores
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import rfc3339
 
@@ -196,7 +197,10 @@ async def test_metrics_serves_the_same_samples_as_the_registry_and_new_entities_
         served = (await http.get("/metrics")).text
         assert samples(served) == samples(generate_latest(state.telemetry.registry).decode())
         assert served.count("# TYPE prexid_gpu_fused_score gauge") == 1
-        body = (await http.get("/api/v1/scores")).json()
+        response = await http.get("/api/v1/scores")
+    assert response.headers["content-type"] == "application/json"
+    Scores.model_validate_json(response.content)  # the schema /openapi.json documents
+    body = response.json()
     p = state.pipeline
     scores = score01(p.fused_scores, p.config.lifecycle.fire)
     expected: dict[str, dict[str | int, float | None]] = {}
@@ -205,7 +209,7 @@ async def test_metrics_serves_the_same_samples_as_the_registry_and_new_entities_
         expected.setdefault(ent.node, {})["node" if ent.gpu is None else ent.gpu] = score
     assert {
         n["node"]: {"node": n["score"]} | {g["gpu"]: g["score"] for g in n["gpus"]} for n in body["nodes"]
-    } == (expected)
+    } == expected
     assert expected["late-node"] == {"node": None}
     assert body["tick"] == rfc3339(p.fusion.last_tick) and body["threshold"] == 0.5
     assert [n["node"] for n in body["nodes"]] == sorted(expected)
