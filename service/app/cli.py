@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
 from rich.console import Console
 
 from prexid.service.app.settings import Settings
@@ -165,8 +167,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["config_file"] = args.config
     if args.port is not None:
         overrides["http_port"] = args.port
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as err:
+        for line in settings_errors(err):
+            print(f"prexid: {line}", file=sys.stderr)
+        return 2
     return int(args.func(args, settings))
+
+
+def settings_errors(err: ValidationError) -> list[str]:
+    """One line per invalid setting, naming its environment variable; never the value (it may be a
+    secret, which pydantic's own message would print)."""
+    lines = []
+    for e in err.errors():
+        field = ".".join(str(part) for part in e["loc"])
+        env = "PREXID_" + "__".join(str(part) for part in e["loc"]).upper()
+        lines.append(f"invalid setting {env} ({field}): {e['msg'].removeprefix('Value error, ')}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +21,8 @@ from prexid.detectors.fusion import FusionConfig
 from prexid.detectors.lifecycle import LifecycleConfig
 from prexid.service.pipeline.pipeline import PipelineConfig
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL
+
+ADMIN_TOKEN_MIN_CHARS = 16
 
 
 class DetectionSettings(BaseModel):
@@ -144,6 +146,18 @@ class Settings(BaseSettings):
     history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 
     detection: DetectionSettings = DetectionSettings()
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_is_long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        """Only an unset token turns the admin endpoints off: an empty one (`PREXID_ADMIN_TOKEN=""`)
+        would match an empty bearer token, and a short one can be guessed. Both are refused at start."""
+        if token is not None and len(token.get_secret_value().strip()) < ADMIN_TOKEN_MIN_CHARS:
+            raise ValueError(
+                f"must be at least {ADMIN_TOKEN_MIN_CHARS} characters (unset it to turn the admin "
+                "endpoints off; an empty token is refused, not taken as unset)"
+            )
+        return token
 
     @classmethod
     def settings_customise_sources(

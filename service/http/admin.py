@@ -1,7 +1,7 @@
 """Admin HTTP endpoints, behind a bearer token: what this replica owns, and a checkpoint on demand.
 
-Disabled (404) unless `admin_token` is set; a wrong or missing token gets 401. The token is compared
-in constant time and never logged.
+Disabled (404) unless `admin_token` is set (settings refuse an empty or short one at start); a wrong
+or missing token gets 401. The token is compared in constant time and never logged.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ _bearer = HTTPBearer(auto_error=False)
 
 def admin_router(state: ServiceState) -> APIRouter:
     def authorised(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
-        if state.admin_token is None:
+        expected = state.admin_token.get_secret_value() if state.admin_token is not None else ""
+        if not expected:  # settings refuse an empty token; an empty one must never match an empty header
             raise HTTPException(404, "admin endpoints are disabled (set admin_token)")
         given = creds.credentials if creds else ""
-        if not hmac.compare_digest(given.encode(), state.admin_token.get_secret_value().encode()):
+        if not hmac.compare_digest(given.encode(), expected.encode()):
             raise HTTPException(401, "bearer token required", headers={"WWW-Authenticate": "Bearer"})
 
     router = APIRouter(prefix="/admin", dependencies=[Depends(authorised)])

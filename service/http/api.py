@@ -1,4 +1,9 @@
-"""The HTTP side: health, readiness, Prometheus exposition and the alerts API (FastAPI)."""
+"""The HTTP side: health, readiness, Prometheus exposition and the alerts API (FastAPI).
+
+Nothing is loaded from outside the service: FastAPI's `/docs` and `/redoc` pages fetch Swagger UI and
+ReDoc from a CDN, so they are off; the schema stays at `/openapi.json` (admin routes left out of it).
+Every response carries the headers of `SECURITY_HEADERS`.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,63 @@ from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prexid.service.app.service_state import ServiceState
 from prexid.service.http.admin import admin_router
 from prexid.service.http.dashboard import dashboard_router, static_files
 from prexid.service.http.evidence import EntityEvidence, node_evidence
+from prexid.service.http.read_view import ReadView
 from prexid.service.schemas import Alert
+from prexid.service.sinks.prometheus import entity_scores_apart
+
+# The dashboard needs scripts, styles and fetches from this origin only (no inline code: dashboard.js sets
+# colours through the CSSOM, which style-src does not govern); nothing may frame it.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",  # runbook links open other sites: don't tell them where from
+}
 
 
-def create_app(state: ServiceState) -> FastAPI:
-    app = FastAPI(title="prexid", summary="Pre-XID anomaly detection for GPU clusters")
+class SecurityHeaders:
+    """ASGI middleware adding `SECURITY_HEADERS` to every HTTP response (a plain ASGI wrapper, not
+    BaseHTTPMiddleware: no extra task per request, responses pass through unbuffered)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.headers = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
+    """The HTTP app over `state`; `view` (default: a `ReadView` of it) serves the fused scores."""
+    view = ReadView(state) if view is None else view
+    app = FastAPI(
+        title="prexid",
+        summary="Pre-XID anomaly detection for GPU clusters",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN; the schema stays at /openapi.json
+        redoc_url=None,
+    )
+    app.add_middleware(SecurityHeaders)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -32,7 +84,10 @@ def create_app(state: ServiceState) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(generate_latest(state.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+        entity_scores = (await view.current()).metrics  # rendered off the loop, once per tick at most
+        with entity_scores_apart():
+            rest = generate_latest(state.telemetry.registry)  # counters and histograms: fresh, cheap
+        return Response(rest + entity_scores, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/v1/alerts", response_model=list[Alert])
     async def alerts(kind: Literal["pre_xid", "xid", "node", "cluster"] | None = None) -> list[Alert]:
@@ -62,7 +117,7 @@ def create_app(state: ServiceState) -> FastAPI:
                 return ev
         raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")
 
-    app.include_router(dashboard_router(state))
+    app.include_router(dashboard_router(state, view))
     app.mount("/static", static_files(), name="static")
-    app.include_router(admin_router(state))
+    app.include_router(admin_router(state), include_in_schema=False)  # not advertised to the world
     return app

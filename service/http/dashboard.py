@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
@@ -14,11 +14,11 @@ from pydantic import BaseModel
 from prexid.detectors.fusion import score01
 from prexid.detectors.signals import Family
 from prexid.service.app.service_state import ServiceState
+from prexid.service.http.read_view import FIRING_SCORE, ReadView
 from prexid.service.pipeline.series_registry import Entity
 from prexid.service.schemas import rfc3339
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"  # resolved: an editable install links each file
-FIRING_SCORE = 0.5  # score01 maps the fire threshold to exactly 0.5
 
 
 class GpuScore(BaseModel):
@@ -33,6 +33,9 @@ class NodeScores(BaseModel):
 
 
 class Scores(BaseModel):
+    """The body of `/api/v1/scores` (written by `read_view.scores_json`, not through this model: it
+    documents the schema)."""
+
     cluster: str
     tick: str | None
     threshold: float = FIRING_SCORE
@@ -56,29 +59,6 @@ def _floats(values: np.ndarray) -> list[float | None]:
     return [round(float(v), 4) if np.isfinite(v) else None for v in values]
 
 
-def current_scores(state: ServiceState) -> Scores:
-    """Scores at the last fusion tick of every owned partition; entities not yet scored are None."""
-    nodes: dict[str, NodeScores] = {}
-    last_tick = -np.inf
-    for p in state.pipelines():
-        scores = _floats(score01(p.fused_scores, p.config.lifecycle.fire))
-        for eid, ent in enumerate(p.registry.entities):
-            row = nodes.setdefault(ent.node, NodeScores(node=ent.node, score=None, gpus=[]))
-            score = scores[eid] if eid < len(scores) else None
-            if ent.gpu is None:
-                row.score = score
-            else:
-                row.gpus.append(GpuScore(gpu=ent.gpu, score=score))
-        last_tick = max(last_tick, p.fusion.last_tick)
-    for row in nodes.values():
-        row.gpus.sort(key=lambda g: g.gpu)
-    return Scores(
-        cluster=state.pipeline.config.cluster,
-        tick=rfc3339(last_tick) if np.isfinite(last_tick) else None,
-        nodes=sorted(nodes.values(), key=lambda n: n.node),
-    )
-
-
 def entity_history(state: ServiceState, node: str, gpu: int | None) -> EntityHistoryOut:
     p = state.pipeline
     eid = p.registry.entity_ids.get(Entity(node, gpu))
@@ -99,7 +79,7 @@ def entity_history(state: ServiceState, node: str, gpu: int | None) -> EntityHis
     )
 
 
-def dashboard_router(state: ServiceState) -> APIRouter:
+def dashboard_router(state: ServiceState, view: ReadView) -> APIRouter:
     router = APIRouter()
 
     @router.get("/", include_in_schema=False)
@@ -107,9 +87,10 @@ def dashboard_router(state: ServiceState) -> APIRouter:
         return FileResponse(STATIC_DIR / "index.html")
 
     @router.get("/api/v1/scores", response_model=Scores)
-    async def scores() -> Scores:
-        """Fused scores (0..1, 0.5 = firing threshold) of every node and GPU at the last tick."""
-        return current_scores(state)
+    async def scores() -> Response:
+        """Fused scores (0..1, 0.5 = firing threshold) of every node and GPU at the last tick (at most
+        a second older than the newest tick: `read_view.py`)."""
+        return Response((await view.current()).scores, media_type="application/json")
 
     @router.get("/api/v1/history/{node}", response_model=EntityHistoryOut)
     async def history(node: str, gpu: int | None = None) -> EntityHistoryOut:

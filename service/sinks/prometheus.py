@@ -1,24 +1,90 @@
 """Prometheus metrics: prexid's own health, and the fused scores dashboards scrape.
 
 Fused scores are read from the pipeline's arrays at scrape time by a custom collector, instead of
-keeping a `Gauge.labels()` child per GPU in step with the arrays.
+keeping a `Gauge.labels()` child per GPU in step with the arrays. The per-entity families are most of
+a scrape (18k entities: ~175 ms to collect and format, on the consumer's event loop), so the HTTP
+server renders them apart, from a copy of the scores, once per tick at most (`EntityScoreText`,
+`service/http/read_view.py`), and collects the rest of the registry `with entity_scores_apart()`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from prexid.detectors.fusion import score01
 from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.pipeline.series_registry import Entity
 from prexid.service.schemas import Alert
 
 LEAD_TIME_BUCKETS = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600)
 STATE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)  # checkpoints, restores: ms to a minute
+
+GPU_SCORE = "prexid_gpu_fused_score"
+GPU_SCORE_HELP = "Fused anomaly score of a GPU, 0..1; 0.5 is the firing threshold"
+NODE_SCORE = "prexid_node_fused_score"
+NODE_SCORE_HELP = "Fused anomaly score of a node's own signals, 0..1"
+
+_float_text: Callable[[float], str] = floatToGoString  # as generate_latest writes a value (untyped)
+_entity_scores_apart: ContextVar[bool] = ContextVar("entity_scores_apart", default=False)
+
+
+@contextlib.contextmanager
+def entity_scores_apart() -> Iterator[None]:
+    """Collecting the registry within leaves the per-entity score families out: the caller renders
+    them itself (`EntityScoreText`)."""
+    token = _entity_scores_apart.set(True)
+    try:
+        yield
+    finally:
+        _entity_scores_apart.reset(token)
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the text format (and `generate_latest`) escapes it."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class EntityScoreText:
+    """`prexid_gpu_fused_score` and `prexid_node_fused_score` as exposition text, the same lines
+    `generate_latest` writes for `FusedScoreCollector`, from plain copies (any thread may render).
+
+    Each entity's label text is kept between renders (entities outlive ticks); the cache is dropped
+    when it holds more than twice the entities of a render, so churned entities do not pile up.
+    Not safe to render from two threads at once."""
+
+    def __init__(self) -> None:
+        self._prefix: dict[str, dict[Entity, str]] = {}  # by cluster, then entity
+
+    def render(self, pipelines: Iterable[tuple[str, Sequence[Entity], Sequence[float]]]) -> bytes:
+        """`pipelines`: (cluster, entities, 0..1 scores) of each; entities past the scores are skipped."""
+        gpu = [f"# HELP {GPU_SCORE} {GPU_SCORE_HELP}\n# TYPE {GPU_SCORE} gauge\n"]
+        node = [f"# HELP {NODE_SCORE} {NODE_SCORE_HELP}\n# TYPE {NODE_SCORE} gauge\n"]
+        seen = 0
+        for cluster, entities, scores in pipelines:
+            seen += len(scores)
+            prefix = self._prefix.setdefault(cluster, {})
+            for ent, score in zip(entities, scores, strict=False):
+                head = prefix.get(ent)
+                if head is None:
+                    head = prefix[ent] = self._head(cluster, ent)
+                (node if ent.gpu is None else gpu).append(f"{head}{_float_text(score)}\n")
+        if sum(map(len, self._prefix.values())) > 2 * seen:
+            self._prefix.clear()
+        return "".join(gpu + node).encode()
+
+    @staticmethod
+    def _head(cluster: str, ent: Entity) -> str:
+        if ent.gpu is None:
+            return f'{NODE_SCORE}{{cluster="{_label(cluster)}",node="{_label(ent.node)}"}} '
+        return f'{GPU_SCORE}{{cluster="{_label(cluster)}",gpu="{ent.gpu}",node="{_label(ent.node)}"}} '
 
 
 class FusedScoreCollector(Collector):
@@ -29,28 +95,9 @@ class FusedScoreCollector(Collector):
         self.pipelines = pipelines
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        gpu = GaugeMetricFamily(
-            "prexid_gpu_fused_score",
-            "Fused anomaly score of a GPU, 0..1; 0.5 is the firing threshold",
-            labels=["cluster", "node", "gpu"],
-        )
-        node = GaugeMetricFamily(
-            "prexid_node_fused_score",
-            "Fused anomaly score of a node's own signals, 0..1",
-            labels=["cluster", "node"],
-        )
         pipelines = self.pipelines()
-        for p in pipelines:
-            cluster = p.config.cluster
-            scores = score01(p.fused_scores, p.config.lifecycle.fire)
-            for eid, score in enumerate(np.asarray(scores).tolist()):
-                ent = p.registry.entities[eid]
-                if ent.gpu is None:
-                    node.add_metric([cluster, ent.node], score)
-                else:
-                    gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
-        yield gpu
-        yield node
+        if not _entity_scores_apart.get():
+            yield from self._entity_scores(pipelines)
         yield GaugeMetricFamily(
             "prexid_cluster_fused_score",
             "Cluster-wide fault score, 0..1; 0.5 is the firing threshold (max over owned partitions)",
@@ -64,6 +111,22 @@ class FusedScoreCollector(Collector):
             "Alert firings withheld because their entity exceeded its hourly cap",
             value=sum(p.rate_limit.withheld for p in pipelines),
         )
+
+    @staticmethod
+    def _entity_scores(pipelines: list[Pipeline]) -> Iterator[GaugeMetricFamily]:
+        gpu = GaugeMetricFamily(GPU_SCORE, GPU_SCORE_HELP, labels=["cluster", "node", "gpu"])
+        node = GaugeMetricFamily(NODE_SCORE, NODE_SCORE_HELP, labels=["cluster", "node"])
+        for p in pipelines:
+            cluster = p.config.cluster
+            scores = score01(p.fused_scores, p.config.lifecycle.fire)
+            for eid, score in enumerate(np.asarray(scores).tolist()):
+                ent = p.registry.entities[eid]
+                if ent.gpu is None:
+                    node.add_metric([cluster, ent.node], score)
+                else:
+                    gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
+        yield gpu
+        yield node
 
 
 class Telemetry:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.http.api import create_app
+from prexid.service.http.dashboard import STATIC_DIR
 from prexid.service.http.history import ScoreHistory
 from prexid.service.pipeline.processor import Message
 from prexid.service.schemas import Alert
@@ -72,6 +75,41 @@ async def test_root_serves_the_dashboard_page_and_its_local_assets(
     assert "http" not in page.text.replace("http-equiv", "")  # nothing from a CDN
     for asset in ("/static/dashboard.js", "/static/dashboard.css"):
         assert (await get(state, asset)).status_code == 200
+
+
+async def test_no_page_loads_from_a_cdn_and_the_schema_leaves_the_admin_routes_out(
+    replayed: tuple[ServiceState, list[Alert]],
+) -> None:
+    state, _ = replayed
+    for page in ("/docs", "/redoc"):  # FastAPI's Swagger UI and ReDoc load their code from a CDN
+        assert (await get(state, page)).status_code == 404
+    schema = await get(state, "/openapi.json")
+    assert schema.status_code == 200 and "/api/v1/scores" in schema.json()["paths"]
+    assert not [path for path in schema.json()["paths"] if path.startswith("/admin")]
+    for path in ("/", "/static/dashboard.js", "/static/dashboard.css"):
+        text = (await get(state, path)).text
+        assert "cdn" not in text.lower() and "://" not in text.replace("http://www.w3.org/2000/svg", "")
+
+
+@pytest.mark.parametrize("path", ["/", "/static/dashboard.js", "/api/v1/scores", "/metrics", "/nope"])
+async def test_responses_carry_a_same_origin_csp_and_refuse_framing_and_sniffing(
+    replayed: tuple[ServiceState, list[Alert]], path: str
+) -> None:
+    state, _ = replayed
+    headers = (await get(state, path)).headers
+    csp = {d.split()[0]: d.split()[1:] for d in headers["content-security-policy"].split("; ")}
+    assert csp["default-src"] in (["'self'"], ["'none'"]) and csp["frame-ancestors"] == ["'none'"]
+    for directive in ("script-src", "style-src", "connect-src"):
+        assert csp.get(directive, csp["default-src"]) in (["'self'"], ["'none'"]), directive  # no inline
+    assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_dashboard_has_no_inline_script_or_style_the_csp_would_block() -> None:
+    page = (STATIC_DIR / "index.html").read_text()
+    assert "<style" not in page and " style=" not in page and not re.search(r"\son\w+=", page)
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/dashboard.js">']
+    script = (STATIC_DIR / "dashboard.js").read_text()
+    assert 'setAttribute("style"' not in script and "innerHTML" not in script and "eval(" not in script
 
 
 def test_alerts_link_the_runbook_of_their_kind_under_the_configured_base(

@@ -27,3 +27,13 @@ def test_settings_are_frozen_and_validated() -> None:
         s.cluster = "x"  # type: ignore[misc]
     with pytest.raises(ValidationError):
         Settings(http_port=70000)
+
+
+def test_an_empty_admin_token_in_the_environment_is_refused_not_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PREXID_ADMIN_TOKEN", "")
+    with pytest.raises(ValidationError, match="admin_token"):
+        Settings()
+    monkeypatch.delenv("PREXID_ADMIN_TOKEN")
+    assert Settings().admin_token is None  # unset: the admin endpoints are off
