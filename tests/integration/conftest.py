@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import UnknownTopicOrPartitionError, for_code
-from kafka_broker import KafkaBrokerError, KafkaEndpoint, TopicFactory, start_broker
+
+from tests.integration.kafka_broker import KafkaBrokerError, KafkaEndpoint, TopicFactory, start_broker
 
 BOOTSTRAP_ENV = "PREXID_KAFKA_BOOTSTRAP"
 _TOPIC_READY_TIMEOUT_S = 15.0

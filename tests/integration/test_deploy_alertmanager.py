@@ -11,7 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_dashboard_browser import free_port
+
+from tests.integration.test_dashboard_browser import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "deploy/alertmanager/alertmanager.yml"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from dockerfile_parse import DockerfileParser
-from test_dashboard_browser import demo_server, free_port
+
+from tests.integration.test_dashboard_browser import demo_server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

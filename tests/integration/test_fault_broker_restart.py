@@ -8,10 +8,19 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from kafka_broker import KafkaBroker, KafkaBrokerError, start_broker
-from traffic import Replica, alert_docs, eventually, has_xid, produce, read_until, samples_held, settings_for
 
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.kafka_broker import KafkaBroker, KafkaBrokerError, start_broker
+from tests.integration.traffic import (
+    Replica,
+    alert_docs,
+    eventually,
+    has_xid,
+    produce,
+    read_until,
+    samples_held,
+    settings_for,
+)
 
 pytestmark = pytest.mark.integration
 

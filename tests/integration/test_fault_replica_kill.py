@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 import pytest
-from kafka_broker import TopicFactory
-from traffic import (
+
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import (
     ProcessReplica,
     alert_docs,
     committed_everything,
@@ -27,8 +29,6 @@ from traffic import (
     samples_held,
     settings_for,
 )
-
-from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -6,12 +6,12 @@ import asyncio
 import resource
 
 import pytest
-from kafka_broker import TopicFactory
-from traffic import Replica, eventually, produce, samples_held, settings_for
 
 from prexid.service.pipeline.processor import Output
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import Replica, eventually, produce, samples_held, settings_for
 
 pytestmark = pytest.mark.integration
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kafka_broker import TopicFactory
-from traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
 from prexid.service.app.settings import DetectionSettings, Settings
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.state.changelog_store import CHUNKS_HEADER, SIZE_HEADER
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import orjson
 import pytest
-from kafka_broker import TopicFactory
-from test_run_e2e import read_until
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import read_until
 
 pytestmark = pytest.mark.integration
 

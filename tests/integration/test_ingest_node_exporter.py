@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kafka_broker import free_ports
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,6 +24,7 @@ from prexid.service.decode import prom_text
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Message, Processor
 from prexid.service.sinks.prometheus import Telemetry
+from tests.integration.kafka_broker import free_ports
 
 pytestmark = pytest.mark.integration
 

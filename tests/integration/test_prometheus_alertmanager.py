@@ -13,14 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from kafka_broker import free_ports
-from promstack import Server, start_alertmanager, start_prometheus
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.http.server import serve
 from prexid.service.pipeline.processor import Message
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
+from tests.integration.kafka_broker import free_ports
+from tests.integration.promstack import Server, start_alertmanager, start_prometheus
 
 pytestmark = pytest.mark.integration
 FIRING_SCORE = 0.5  # score01 at the firing threshold; the rules in deploy/prometheus use the same

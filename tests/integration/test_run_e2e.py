@@ -8,8 +8,6 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kafka_broker import TopicFactory
-from traffic import read_until
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
@@ -17,6 +15,8 @@ from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import node_of
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import read_until
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from kafka_broker import TopicFactory
-from traffic import (
+
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import (
     Replica,
     alert_docs,
     eventually,
@@ -17,8 +19,6 @@ from traffic import (
     samples_held,
     settings_for,
 )
-
-from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from kafka_broker import KafkaBroker, KafkaBrokerError, free_ports, start_broker
-from traffic import Replica, alert_docs, has_xid, produce, read_until, settings_for
 
 from prexid.service.app.settings import KafkaSecurity, Settings
 from prexid.service.app.wiring import build
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.kafka_broker import KafkaBroker, KafkaBrokerError, free_ports, start_broker
+from tests.integration.traffic import Replica, alert_docs, has_xid, produce, read_until, settings_for
 
 pytestmark = pytest.mark.integration
 
