@@ -15,10 +15,9 @@ from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import node_of
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
-from tests.integration.kafka_broker import TopicFactory
 from tests.integration.traffic import read_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=2)]
 
 INCIDENT = DemoCluster(nodes=2, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 BAD_METRIC = b'{"timestamp":"2026-12-02T10:00:00Z","value":"hot","name":"DCGM_FI_DEV_GPU_TEMP","labels":{}}'
@@ -45,12 +44,6 @@ async def produce_incident(bootstrap: str, metrics_topic: str, logs_topic: str) 
     finally:
         await producer.stop()
     return counts
-
-
-@pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead", partitions=2)
-    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead}
 
 
 def settings_for(bootstrap: str, topics: dict[str, str], group: str) -> Settings:
