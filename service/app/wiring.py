@@ -9,6 +9,15 @@ from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
+from prexid.service.sinks.prometheus import Telemetry
+
+
+def processor_of(pipeline: Pipeline, telemetry: Telemetry, settings: Settings) -> Processor:
+    """`pipeline`'s processor, decoding the formats `settings` name and counting into `telemetry`: what
+    `build` hands out, and what tests wire around a pipeline of their own."""
+    return Processor(
+        pipeline, telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
+    )
 
 
 def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
@@ -19,9 +28,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
     if state is None:
         state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token
-    processor = Processor(
-        pipeline, state.telemetry, settings.metrics_format, settings.logs_format, settings.topic_formats
-    )
+    processor = processor_of(pipeline, state.telemetry, settings)
     if first and settings.alertmanager_urls:
         from prexid.service.sinks.alertmanager import AlertmanagerSink
 

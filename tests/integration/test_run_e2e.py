@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from unittest import mock
 
 import orjson
 import pytest
@@ -117,26 +117,16 @@ async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
     assert state.telemetry.samples._value.get() == counts["metrics"] - 1
 
 
-class ExplodingProcessor(Processor):
-    """Fails on the first batch: nothing it consumed may be committed."""
-
-    def process_runs(self, *args: Any, **kwargs: Any) -> Any:  # what the runner calls (and `process`)
-        raise RuntimeError("sink failure")
-
-
 async def test_offsets_are_not_committed_when_processing_a_batch_fails(
     kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
 ) -> None:
     await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     state, _ = build(settings)
-    runner = KafkaRunner(
-        settings,
-        state,
-        lambda: ExplodingProcessor(
-            state.pipeline, state.telemetry, settings.metrics_format, settings.logs_format
-        ),
-    )
-    with pytest.raises(RuntimeError, match="sink failure"):
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
+    # every processor fails on its first batch (`process_runs` is what the runner calls): nothing it
+    # consumed may be committed
+    failing = mock.patch.object(Processor, "process_runs", side_effect=RuntimeError("sink failure"))
+    with failing, pytest.raises(RuntimeError, match="sink failure"):
         await asyncio.wait_for(runner.run(), 60)
     assert await committed(kafka_bootstrap, kafka_group, topics["metrics"], 2) == {0: None, 1: None}

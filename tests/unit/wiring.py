@@ -1,5 +1,6 @@
-"""A `Processor` over its own pipeline and Prometheus registry, wired as `prexid.service.app.wiring.build` wires one,
-for tests that drive decoding and the pipeline without settings."""
+"""A `Processor` over its own pipeline and Prometheus registry, wired by
+`prexid.service.app.wiring.processor_of` as `build` wires one, for tests that drive decoding and the
+pipeline without settings or service state. Tests that want the service's wiring call `build`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
 
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import processor_of
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
 from prexid.service.sinks.prometheus import Telemetry
@@ -22,4 +25,7 @@ def processor(
 ) -> Processor:
     pipe = Pipeline() if pipeline is None else pipeline
     telemetry = Telemetry(CollectorRegistry() if metrics is None else metrics, lambda: [pipe])
-    return Processor(pipe, telemetry, metrics_format, logs_format, topic_formats)
+    formats = Settings(
+        metrics_format=metrics_format, logs_format=logs_format, topic_formats=dict(topic_formats or {})
+    )
+    return processor_of(pipe, telemetry, formats)
