@@ -10,6 +10,23 @@ from prexid.service.app.settings import Settings
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import SeriesBudget
+from prexid.service.sinks.prometheus import Telemetry
+
+
+def processor_of(pipeline: Pipeline, telemetry: Telemetry, settings: Settings) -> Processor:
+    """`pipeline`'s processor, decoding the formats `settings` name and counting into `telemetry`: what
+    `build` hands out, and what tests wire around a pipeline of their own."""
+    processor = Processor(
+        pipeline,
+        telemetry,
+        settings.metrics_format,
+        settings.logs_format,
+        settings.topic_formats,
+        kernel_only_topics=settings.kernel_only_topics,
+    )
+    processor.xid_max_hold_s = settings.xid_max_hold_s
+    processor.max_new_series_per_message = settings.max_new_series_per_message
+    return processor
 
 
 def build(settings: Settings, state: ServiceState | None = None) -> tuple[ServiceState, Processor]:
@@ -24,16 +41,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token
         state.series_budget = budget
-    processor = Processor(
-        pipeline,
-        state.telemetry,
-        settings.metrics_format,
-        settings.logs_format,
-        settings.topic_formats,
-        kernel_only_topics=settings.kernel_only_topics,
-    )
-    processor.xid_max_hold_s = settings.xid_max_hold_s
-    processor.max_new_series_per_message = settings.max_new_series_per_message
+    processor = processor_of(pipeline, state.telemetry, settings)
     if first and settings.alertmanager_urls:
         from prexid.service.sinks.alertmanager import AlertmanagerSink
 

@@ -7,7 +7,6 @@ A broker that cannot start fails the tests: integration tests must never silentl
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -16,14 +15,26 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import UnknownTopicOrPartitionError, for_code
-from kafka_broker import KafkaBrokerError, KafkaEndpoint, TopicFactory, start_broker
+
+from tests.integration.kafka_broker import (
+    KafkaBrokerError,
+    KafkaEndpoint,
+    TopicFactory,
+    create_topics,
+    delete_topics,
+    start_broker,
+)
+from tests.integration.traffic import SERVICE_TOPICS, service_topics
 
 BOOTSTRAP_ENV = "PREXID_KAFKA_BOOTSTRAP"
-_TOPIC_READY_TIMEOUT_S = 15.0
 
 _endpoint: KafkaEndpoint | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "topics(partitions=1): partitions of each topic the `topics` fixture makes"
+    )
 
 
 def _announce(config: pytest.Config, line: str) -> None:
@@ -85,12 +96,6 @@ def _safe(text: str, limit: int) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:limit]
 
 
-async def _admin(bootstrap: str) -> Any:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="prexid-tests")
-    await admin.start()
-    return admin
-
-
 @pytest.fixture
 async def kafka_topics(kafka_bootstrap: str, request: pytest.FixtureRequest) -> AsyncIterator[TopicFactory]:
     """Factory creating per-test topics `<base>-<test>-<uuid>`; they are deleted after the test.
@@ -102,48 +107,23 @@ async def kafka_topics(kafka_bootstrap: str, request: pytest.FixtureRequest) -> 
 
     async def create(*bases: str, partitions: int = 1) -> list[str]:
         names = [f"{_safe(base, 60)}-{test_part}-{uuid.uuid4().hex[:10]}" for base in bases]
-        admin = await _admin(kafka_bootstrap)
-        try:
-            response = await admin.create_topics(
-                [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
-            )
-            for name, code, *rest in response.topic_errors:
-                if code:
-                    raise for_code(code)(f"create topic {name}: {rest[0] if rest else ''}")
-            created.extend(names)
-            await _wait_for_leaders(admin, names)
-        finally:
-            await admin.close()
+        created.extend(names)  # before creating: a half-created set is deleted too
+        await create_topics(kafka_bootstrap, names, partitions)
         return names
 
     yield create
 
     if created:
-        admin = await _admin(kafka_bootstrap)
-        try:
-            response = await admin.delete_topics(created)
-            for name, code, *_ in response.topic_error_codes:
-                if code and code != UnknownTopicOrPartitionError.errno:
-                    raise for_code(code)(f"delete topic {name}")
-        finally:
-            await admin.close()
+        await delete_topics(kafka_bootstrap, created)
 
 
-async def _wait_for_leaders(admin: Any, names: list[str]) -> None:
-    """Producers and group assignment misbehave on leaderless partitions; wait them out."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _TOPIC_READY_TIMEOUT_S
-    while True:
-        topics = await admin.describe_topics(names)
-        ready = len(topics) == len(names) and all(
-            t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
-            for t in topics
-        )
-        if ready:
-            return
-        if loop.time() > deadline:
-            raise TimeoutError(f"topics without leaders after {_TOPIC_READY_TIMEOUT_S}s: {topics}")
-        await asyncio.sleep(0.1)
+@pytest.fixture
+async def topics(kafka_topics: TopicFactory, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The topics one `prexid run` reads and writes, by role (see `traffic.service_topics`), each with
+    the partitions the test's `@pytest.mark.topics(partitions=n)` asks for (default 1)."""
+    marker = request.node.get_closest_marker("topics")
+    partitions = int(marker.kwargs.get("partitions", 1)) if marker else 1
+    return service_topics(await kafka_topics(*SERVICE_TOPICS, partitions=partitions))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Start/stop the real dev Kafka broker (deploy/kafka/kafka.sh) from Python.
+"""Start/stop the real dev Kafka broker (deploy/kafka/kafka.sh) from Python, and create topics on it.
 
 Integration tests run against a real broker, not a mock; this wraps the same script developers use,
 on free ports and a throwaway state dir, so parallel sessions and a running dev broker never clash.
@@ -6,18 +6,24 @@ on free ports and a throwaway state dir, so parallel sessions and a running dev 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import UnknownTopicOrPartitionError, for_code
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SH = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
+_TOPIC_READY_TIMEOUT_S = 15.0
 _READY_LINE = re.compile(r"^kafka (?P<version>\S+) ready: bootstrap=(?P<bootstrap>\S+)", re.MULTILINE)
 
 
@@ -76,6 +82,57 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in socks:
             sock.close()
+
+
+async def create_topics(bootstrap: str, names: Sequence[str], partitions: int = 1) -> None:
+    """Create topics (replication 1) and wait until every partition has a leader."""
+    admin = await _admin(bootstrap)
+    try:
+        response = await admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
+        )
+        for name, code, *rest in response.topic_errors:
+            if code:
+                raise for_code(code)(f"create topic {name}: {rest[0] if rest else ''}")
+        await _wait_for_leaders(admin, names)
+    finally:
+        await admin.close()
+
+
+async def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
+    """Delete topics; one already gone is not an error."""
+    admin = await _admin(bootstrap)
+    try:
+        response = await admin.delete_topics(list(names))
+        for name, code, *_ in response.topic_error_codes:
+            if code and code != UnknownTopicOrPartitionError.errno:
+                raise for_code(code)(f"delete topic {name}")
+    finally:
+        await admin.close()
+
+
+async def _admin(bootstrap: str) -> Any:
+    """A fresh admin client per call, so it works whatever event loop the caller runs in."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="prexid-tests")
+    await admin.start()
+    return admin
+
+
+async def _wait_for_leaders(admin: Any, names: Sequence[str]) -> None:
+    """Producers and group assignment misbehave on leaderless partitions; wait them out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _TOPIC_READY_TIMEOUT_S
+    while True:
+        topics = await admin.describe_topics(list(names))
+        ready = len(topics) == len(names) and all(
+            t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+            for t in topics
+        )
+        if ready:
+            return
+        if loop.time() > deadline:
+            raise TimeoutError(f"topics without leaders after {_TOPIC_READY_TIMEOUT_S}s: {topics}")
+        await asyncio.sleep(0.1)
 
 
 def _run(command: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

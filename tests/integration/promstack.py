@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kafka_broker import free_ports
+
+from tests.integration.kafka_broker import free_ports
 
 PROMETHEUS = "prometheus"
 ALERTMANAGER = "prometheus-alertmanager"

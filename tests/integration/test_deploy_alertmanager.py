@@ -11,7 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_dashboard_browser import free_port
+
+from tests.integration.kafka_broker import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "deploy/alertmanager/alertmanager.yml"
@@ -57,7 +58,7 @@ def test_alerts_are_routed_by_their_kind(kind: str, receiver: str) -> None:
 @pytest.fixture(scope="module")
 def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     exe = tool(ALERTMANAGER)
-    port, data = free_port(), tmp_path_factory.mktemp("alertmanager")
+    [port], data = free_ports(1), tmp_path_factory.mktemp("alertmanager")
     args = [
         exe,
         f"--config.file={CONFIG}",

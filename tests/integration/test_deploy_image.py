@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from dockerfile_parse import DockerfileParser
-from test_dashboard_browser import demo_server, free_port
+
+from tests.integration.demo_process import demo_server
+from tests.integration.kafka_broker import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +63,9 @@ def test_the_healthcheck_passes_against_a_live_prexid(tmp_path: Path) -> None:
 
 def test_the_healthcheck_fails_when_nothing_answers() -> None:
     run = subprocess.run(
-        healthcheck_command(), env={"PREXID_HTTP_PORT": str(free_port())}, capture_output=True, timeout=30
+        healthcheck_command(),
+        env={"PREXID_HTTP_PORT": str(free_ports(1)[0])},
+        capture_output=True,
+        timeout=30,
     )
     assert run.returncode != 0

@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from test_dashboard_browser import demo_server
+
+from tests.integration.demo_process import demo_server
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/rules.yml"

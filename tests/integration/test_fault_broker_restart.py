@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from kafka_broker import KafkaBroker, KafkaBrokerError, start_broker
-from traffic import Replica, alert_docs, eventually, has_xid, produce, read_until, samples_held, settings_for
 
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.kafka_broker import KafkaBroker, KafkaBrokerError, start_broker
+from tests.integration.traffic import (
+    Replica,
+    alert_docs,
+    create_service_topics,
+    eventually,
+    has_xid,
+    produce,
+    read_until,
+    samples_held,
+    settings_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,23 +37,12 @@ def broker() -> Iterator[list[KafkaBroker]]:
     brokers[-1].stop()
 
 
-async def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(n, partitions, 1) for n in names])
-    finally:
-        await admin.close()
-
-
 async def test_a_broker_restart_mid_stream_loses_no_sample_and_no_alert(broker: list[KafkaBroker]) -> None:
     first = broker[0]
     bootstrap = first.bootstrap
-    run = uuid.uuid4().hex[:8]
-    topics = {k: f"{k}-{run}" for k in ("metrics", "logs", "alerts", "dead", "state")}
-    await create_topics(bootstrap, [topics[k] for k in ("metrics", "logs", "alerts", "dead")], 2)
+    topics = await create_service_topics(bootstrap, partitions=2)
     ticks = list(simulate(INCIDENT))
-    settings = settings_for(bootstrap, topics, f"restart-{run}")
+    settings = settings_for(bootstrap, topics, "restart")
     replica = Replica(settings)
     try:
         await replica.assigned()

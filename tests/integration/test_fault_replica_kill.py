@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 import pytest
-from kafka_broker import TopicFactory
-from traffic import (
+
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.kafka_broker import TopicFactory
+from tests.integration.traffic import (
     ProcessReplica,
     alert_docs,
     committed_everything,
@@ -28,32 +30,22 @@ from traffic import (
     settings_for,
 )
 
-from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
-
-pytestmark = pytest.mark.integration
-
 PARTITIONS = 4
+pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=PARTITIONS)]
 # Eight nodes: every partition holds a few, as fusion's common-mode test needs (docs/operations.md).
 INCIDENT = DemoCluster(nodes=8, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 
 
 @pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    names = await kafka_topics("metrics", "logs", "alerts", "dead", "ref-alerts", partitions=PARTITIONS)
-    metrics, logs, alerts, dead, ref = names
-    return {
-        "metrics": metrics,
-        "logs": logs,
-        "alerts": alerts,
-        "dead": dead,
-        "ref": ref,
-        "state": f"{metrics}.st",
-    }
+async def ref_alerts(kafka_topics: TopicFactory) -> str:
+    """Where the reference run (one replica that never dies) publishes."""
+    [name] = await kafka_topics("ref-alerts", partitions=PARTITIONS)
+    return name
 
 
 @pytest.mark.parametrize("checkpoint_s", [1.0, 60.0], ids=["fresh-checkpoint", "stale-checkpoint"])
 async def test_a_replica_killed_mid_stream_loses_no_alert_and_duplicates_only_resends(
-    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str, checkpoint_s: float
+    kafka_bootstrap: str, topics: dict[str, str], ref_alerts: str, kafka_group: str, checkpoint_s: float
 ) -> None:
     settings = settings_for(kafka_bootstrap, topics, kafka_group, checkpoint_interval_s=checkpoint_s)
     faulty = partition_of(INCIDENT.host(INCIDENT.fault.node), PARTITIONS)
@@ -72,7 +64,7 @@ async def test_a_replica_killed_mid_stream_loses_no_alert_and_duplicates_only_re
         await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks[100:], ticks_per_s=20)
         await eventually(lambda: len(survivor.owned) == PARTITIONS, limit_s=30, what="the takeover")
         total = sum(len(t.metrics) for t in ticks)
-        reference = await uninterrupted_alerts(kafka_bootstrap, topics, kafka_group, total)
+        reference = await uninterrupted_alerts(kafka_bootstrap, topics, ref_alerts, kafka_group, total)
         expected = {(d["fingerprint"], d["status"]) for d in reference}
         got_docs: list[dict[str, Any]] = []
 
@@ -109,10 +101,10 @@ async def test_a_replica_killed_mid_stream_loses_no_alert_and_duplicates_only_re
 
 
 async def uninterrupted_alerts(
-    bootstrap: str, topics: dict[str, str], group: str, total: int
+    bootstrap: str, topics: dict[str, str], alerts: str, group: str, total: int
 ) -> list[dict[str, object]]:
-    """What one replica that never died says about the same input (its own group and state)."""
-    ref = {**topics, "alerts": topics["ref"], "state": topics["state"] + ".ref"}
+    """What one replica that never died says about the same input (its own group, state and `alerts`)."""
+    ref = {**topics, "alerts": alerts, "state": topics["state"] + ".ref"}
     async with running(settings_for(bootstrap, ref, group + "-ref")) as runner:
         await eventually(lambda: samples_held(runner) == total, what="the reference run")
     return [orjson.loads(r.value) for r in await read_all(bootstrap, ref["alerts"], PARTITIONS)]

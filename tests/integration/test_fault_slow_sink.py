@@ -6,14 +6,13 @@ import asyncio
 import resource
 
 import pytest
-from kafka_broker import TopicFactory
-from traffic import Replica, eventually, produce, samples_held, settings_for
 
 from prexid.service.pipeline.processor import Output
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.traffic import Replica, eventually, produce, samples_held, settings_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=2)]
 
 BUSY = DemoCluster(nodes=6, gpus=8, duration_s=3600.0, fault=DemoFault(node=0, gpu=0, xid_at_s=10**9))
 SINK_DELAY_S = 0.5
@@ -33,12 +32,6 @@ class SlowSinkRunner(KafkaRunner):
 def rss_mib() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
-
-
-@pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead", partitions=2)
-    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead, "state": f"{metrics}.state"}
 
 
 async def test_a_slow_sink_holds_memory_bounded_and_loses_nothing_once_it_recovers(

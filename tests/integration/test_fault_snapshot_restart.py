@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kafka_broker import TopicFactory
-from traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
 from prexid.service.app.settings import DetectionSettings, Settings
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.state.changelog_store import CHUNKS_HEADER, SIZE_HEADER
+from tests.integration.traffic import Replica, eventually, produce, read_all, samples_held, settings_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=2)]
 
 HOUR_TICKS = 240  # 15 s scrapes
 HEALTHY = DemoCluster(
     nodes=4, gpus=4, duration_s=7200.0, seed=11, fault=DemoFault(node=0, gpu=0, xid_at_s=10**9)
 )
-
-
-@pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead", partitions=2)
-    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead, "state": f"{metrics}.state"}
 
 
 async def test_a_restarted_replica_resumes_from_its_snapshot_without_false_alerts(

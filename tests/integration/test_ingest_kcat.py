@@ -14,12 +14,11 @@ from typing import Any
 
 import orjson
 import pytest
-from kafka_broker import TopicFactory
-from test_run_e2e import read_until
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.traffic import read_until
 
 pytestmark = pytest.mark.integration
 
@@ -54,12 +53,6 @@ def kcat(bootstrap: str, topic: str, data: bytes, *extra: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
-
-
-@pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead")
-    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead}
 
 
 def produce_with_kcat(bootstrap: str, topics: dict[str, str]) -> int:

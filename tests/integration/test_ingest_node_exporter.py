@@ -17,14 +17,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kafka_broker import free_ports
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from prexid.service.decode import prom_text
-from prexid.service.pipeline.pipeline import Pipeline
-from prexid.service.pipeline.processor import Message, Processor
-from prexid.service.sinks.prometheus import Telemetry
+from prexid.service.pipeline.processor import Message
+from tests.integration.kafka_broker import free_ports
+from tests.unit import wiring
 
 pytestmark = pytest.mark.integration
 
@@ -95,15 +94,14 @@ def test_every_sample_of_a_real_scrape_is_decoded(scrape: bytes) -> None:
 
 
 def test_the_scrape_through_the_processor_counts_every_sample(scrape: bytes) -> None:
-    pipeline = Pipeline()
     registry = CollectorRegistry()
-    processor = Processor(pipeline, Telemetry(registry, lambda: [pipeline]), "auto", "auto")
+    processor = wiring.processor(metrics=registry)
     out = processor.process([Message(scrape, time.time(), "scrapes", 0, 0, key=b"node-x")], [], backlogged=())
     expected = sum(len(f.samples) for f in text_string_to_metric_families(scrape.decode()))
     assert out.dead_letters == []
     assert registry.get_sample_value("prexid_samples_total") == expected
     assert registry.get_sample_value("prexid_messages_decoded_total", {"stream": "metrics"}) == 1.0
-    assert {e.node for e in pipeline.registry.entities} == {"node-x"}
+    assert {e.node for e in processor.pipeline.registry.entities} == {"node-x"}
 
 
 def test_the_textfile_odd_values_arrive_intact(scrape: bytes) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from kafka_broker import KafkaEndpoint, TopicFactory
+
+from tests.integration.kafka_broker import KafkaEndpoint, TopicFactory
 
 pytestmark = pytest.mark.integration
 

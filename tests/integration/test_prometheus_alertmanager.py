@@ -13,14 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from kafka_broker import free_ports
-from promstack import Server, start_alertmanager, start_prometheus
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.http.server import serve
-from prexid.service.pipeline.processor import Message
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
+from tests.integration.kafka_broker import free_ports
+from tests.integration.promstack import Server, start_alertmanager, start_prometheus
+from tests.unit import wiring
 
 pytestmark = pytest.mark.integration
 FIRING_SCORE = 0.5  # score01 at the firing threshold; the rules in deploy/prometheus use the same
@@ -90,9 +90,7 @@ async def test_prometheus_scrapes_the_fault_and_alertmanager_gets_the_pre_xid_th
     async def feed() -> None:
         state.ready = True
         for tick in simulate(DemoCluster()):
-            out = processor.process(
-                [Message(m, tick.ts) for m in tick.metrics], [Message(x, tick.ts) for x in tick.logs], ()
-            )
+            out = wiring.step(processor, tick, backlogged=())  # live: caught up, an Xid pages at once
             if any(a.kind == "pre_xid" and a.status == "firing" for a in out.alerts):
                 fired.set()
                 await carry_on.wait()  # hold the fault's score up while Prometheus and Alertmanager look

@@ -3,54 +3,35 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from unittest import mock
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kafka_broker import TopicFactory
-from traffic import read_until
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.pipeline.processor import Processor
-from prexid.service.pipeline.series_registry import node_of
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.traffic import produce, read_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=2)]
 
 INCIDENT = DemoCluster(nodes=2, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 BAD_METRIC = b'{"timestamp":"2026-12-02T10:00:00Z","value":"hot","name":"DCGM_FI_DEV_GPU_TEMP","labels":{}}'
 
 
-async def produce_incident(bootstrap: str, metrics_topic: str, logs_topic: str) -> dict[str, int]:
-    """Produce the recorded incident keyed by node, with record time = event time; return counts."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
+async def produce_incident(bootstrap: str, metrics_topic: str, logs_topic: str) -> int:
+    """The recorded incident (see `traffic.produce`), then one bad metric; returns the metric records."""
+    count = await produce(bootstrap, metrics_topic, logs_topic, simulate(INCIDENT))
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
-    counts = {"metrics": 0, "logs": 0}
     try:
-        for tick in simulate(INCIDENT):
-            ms = int(tick.ts * 1000)
-            for payload in tick.metrics:
-                node = node_of(orjson.loads(payload)["labels"]).encode()
-                await producer.send(metrics_topic, payload, key=node, timestamp_ms=ms)
-            for line in tick.logs:
-                await producer.send(logs_topic, line, key=line.split()[3], timestamp_ms=ms)
-            counts["metrics"] += len(tick.metrics)
-            counts["logs"] += len(tick.logs)
-        await producer.send(metrics_topic, BAD_METRIC, key=b"node-00")
-        counts["metrics"] += 1
-        await producer.flush()
+        await producer.send_and_wait(metrics_topic, BAD_METRIC, key=b"node-00")
     finally:
         await producer.stop()
-    return counts
-
-
-@pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead", partitions=2)
-    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead}
+    return count + 1
 
 
 def settings_for(bootstrap: str, topics: dict[str, str], group: str) -> Settings:
@@ -88,7 +69,7 @@ async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, 
 async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
     kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
 ) -> None:
-    counts = await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
+    produced = await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     state, _ = build(settings)
     runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
@@ -120,15 +101,8 @@ async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
         ends = await end_offsets(kafka_bootstrap, topics[name], 2)
         expected = {p: end or None for p, end in ends.items()}  # an empty partition has nothing to commit
         assert await committed(kafka_bootstrap, kafka_group, topics[name], 2) == expected
-    assert sum((await end_offsets(kafka_bootstrap, topics["metrics"], 2)).values()) == counts["metrics"]
-    assert state.telemetry.samples._value.get() == counts["metrics"] - 1
-
-
-class ExplodingProcessor(Processor):
-    """Fails on the first batch: nothing it consumed may be committed."""
-
-    def process_runs(self, *args: Any, **kwargs: Any) -> Any:  # what the runner calls (and `process`)
-        raise RuntimeError("sink failure")
+    assert sum((await end_offsets(kafka_bootstrap, topics["metrics"], 2)).values()) == produced
+    assert state.telemetry.samples._value.get() == produced - 1
 
 
 async def test_offsets_are_not_committed_when_processing_a_batch_fails(
@@ -137,13 +111,10 @@ async def test_offsets_are_not_committed_when_processing_a_batch_fails(
     await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     state, _ = build(settings)
-    runner = KafkaRunner(
-        settings,
-        state,
-        lambda: ExplodingProcessor(
-            state.pipeline, state.telemetry, settings.metrics_format, settings.logs_format
-        ),
-    )
-    with pytest.raises(RuntimeError, match="sink failure"):
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
+    # every processor fails on its first batch (`process_runs` is what the runner calls): nothing it
+    # consumed may be committed
+    failing = mock.patch.object(Processor, "process_runs", side_effect=RuntimeError("sink failure"))
+    with failing, pytest.raises(RuntimeError, match="sink failure"):
         await asyncio.wait_for(runner.run(), 60)
     assert await committed(kafka_bootstrap, kafka_group, topics["metrics"], 2) == {0: None, 1: None}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from kafka_broker import TopicFactory
-from traffic import (
+
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.traffic import (
     Replica,
     alert_docs,
     eventually,
@@ -18,19 +19,11 @@ from traffic import (
     settings_for,
 )
 
-from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=4)]
 
 # Eight nodes: every partition holds a few, as fusion's common-mode test needs (docs/operations.md).
 INCIDENT = DemoCluster(nodes=8, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 HANDOFF_AT = 100  # scrapes: after the pre_xid (scrape ~87-94), before the Xid (scrape 120)
-
-
-@pytest.fixture
-async def topics(kafka_topics: TopicFactory) -> dict[str, str]:
-    metrics, logs, alerts, dead = await kafka_topics("metrics", "logs", "alerts", "dead", partitions=4)
-    return {"metrics": metrics, "logs": logs, "alerts": alerts, "dead": dead, "state": f"{metrics}.state"}
 
 
 async def test_partitions_handed_between_replicas_resume_from_their_snapshots_without_duplicates(

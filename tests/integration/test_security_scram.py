@@ -5,18 +5,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from kafka_broker import KafkaBroker, KafkaBrokerError, free_ports, start_broker
-from traffic import Replica, alert_docs, has_xid, produce, read_until, settings_for
 
 from prexid.service.app.settings import KafkaSecurity, Settings
 from prexid.service.app.wiring import build
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.kafka_broker import KafkaBroker, KafkaBrokerError, free_ports, start_broker
+from tests.integration.traffic import (
+    Replica,
+    alert_docs,
+    create_service_topics,
+    has_xid,
+    produce,
+    read_until,
+    settings_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,23 +48,11 @@ def scram_settings(base: Settings, sasl_bootstrap: str, password: str) -> Settin
     return base.model_copy(update={"kafka_bootstrap": sasl_bootstrap, "kafka_security": security})
 
 
-async def make_topics(bootstrap: str) -> dict[str, str]:
-    run = uuid.uuid4().hex[:8]
-    topics = {k: f"{k}-{run}" for k in ("metrics", "logs", "alerts", "dead", "state")}
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topics[k], 2, 1) for k in ("metrics", "logs", "alerts", "dead")])
-    finally:
-        await admin.close()
-    return topics
-
-
 async def test_prexid_runs_over_scram_and_never_logs_the_password(
     scram_broker: tuple[KafkaBroker, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     broker, sasl_bootstrap = scram_broker
-    topics = await make_topics(broker.bootstrap)
+    topics = await create_service_topics(broker.bootstrap, partitions=2)
     await produce(broker.bootstrap, topics["metrics"], topics["logs"], simulate(INCIDENT))
     settings = scram_settings(settings_for(broker.bootstrap, topics, "scram"), sasl_bootstrap, PASSWORD)
     caplog.set_level(logging.DEBUG)
@@ -79,7 +73,7 @@ async def test_a_wrong_scram_password_is_refused_with_a_clear_error_not_a_hang(
     scram_broker: tuple[KafkaBroker, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     broker, sasl_bootstrap = scram_broker
-    topics = await make_topics(broker.bootstrap)
+    topics = await create_service_topics(broker.bootstrap, partitions=2)
     settings = scram_settings(settings_for(broker.bootstrap, topics, "wrong"), sasl_bootstrap, "not-it")
     state, _ = build(settings)
     runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
-from kafka_broker import TopicFactory
 
 from prexid.service.decode.prom_kafka_adapter import decode
 from prexid.service.offline.sim.command import cmd_simulate
 from prexid.service.offline.sim.config import SimConfig
 from prexid.service.offline.sim.engine import ClusterSim
+from tests.integration.kafka_broker import TopicFactory
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -20,6 +21,24 @@ from prexid.service.app.wiring import build
 from prexid.service.pipeline.series_registry import node_of
 from prexid.service.sources.demo_cluster import Tick
 from prexid.service.sources.kafka import KafkaRunner
+from tests.integration.kafka_broker import create_topics
+
+SERVICE_TOPICS = ("metrics", "logs", "alerts", "dead")  # the topics `prexid run` needs to exist
+
+
+def service_topics(names: Sequence[str]) -> dict[str, str]:
+    """Topic names by role, from the names of `SERVICE_TOPICS` in that order. The state topic is named
+    after the metrics topic and left to the runner, which creates it compacted."""
+    topics = dict(zip(SERVICE_TOPICS, names, strict=True))
+    return {**topics, "state": f"{topics['metrics']}.state"}
+
+
+async def create_service_topics(bootstrap: str, partitions: int) -> dict[str, str]:
+    """`service_topics` on a broker of a test's own (the `topics` fixture makes them on the session's)."""
+    run = uuid.uuid4().hex[:8]
+    names = [f"{role}-{run}" for role in SERVICE_TOPICS]
+    await create_topics(bootstrap, names, partitions)
+    return service_topics(names)
 
 
 def settings_for(bootstrap: str, topics: dict[str, str], group: str, **extra: Any) -> Settings:

@@ -14,19 +14,17 @@ from prexid.service.app.wiring import build
 from prexid.service.http.api import create_app
 from prexid.service.http.dashboard import STATIC_DIR
 from prexid.service.http.history import ScoreHistory
-from prexid.service.pipeline.processor import Message
 from prexid.service.schemas import Alert
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
+from tests.unit import wiring
 
 
 @pytest.fixture(scope="module")
 def replayed() -> tuple[ServiceState, list[Alert]]:
     state, processor = build(Settings(history_ticks=40, runbook_base_url="https://runbooks.test/prexid/"))
-    alerts: list[Alert] = []
-    for tick in simulate(DemoCluster(nodes=4, gpus=8, duration_s=1750.0)):
-        out = processor.process([Message(m, tick.ts, "metrics", 0) for m in tick.metrics], [], {"metrics:0"})
-        alerts += out.alerts
-    return state, alerts
+    return state, wiring.feed(
+        processor, simulate(DemoCluster(nodes=4, gpus=8, duration_s=1750.0)), logs=False
+    )
 
 
 async def get(state: ServiceState, path: str) -> httpx.Response:

@@ -12,6 +12,7 @@ from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.pipeline.processor import Message
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
+from tests.unit import wiring
 
 DOC = Path(__file__).resolve().parents[2] / "docs/metrics.md"
 
@@ -29,9 +30,7 @@ def exported() -> dict[str, tuple[str, set[str]]]:
     """metric family -> (type, label names seen) from a replayed demo's exposition."""
     # an Alertmanager URL registers the sink's counters too (nothing is sent: the sink never runs here)
     state, processor = build(Settings(alertmanager_urls=["http://127.0.0.1:9"]))
-    for tick in simulate(DemoCluster(nodes=4, gpus=8, duration_s=600.0)):
-        metrics = [Message(m, tick.ts, "metrics", 0) for m in tick.metrics]
-        processor.process(metrics, [Message(x, tick.ts) for x in tick.logs], {"metrics:0"})
+    wiring.feed(processor, simulate(DemoCluster(nodes=4, gpus=8, duration_s=600.0)))
     processor.process([Message(b"not json", 0.0, "metrics", 0)], [], (), drain=True)  # a dead letter
     out = {}
     for fam in text_string_to_metric_families(generate_latest(state.telemetry.registry).decode()):

@@ -16,10 +16,8 @@ from prexid.service.app.settings import Settings
 from prexid.service.decode import formats
 from prexid.service.decode.kernel_events import extract_events
 from prexid.service.decode.types import DecodeError, KernelLine
-from prexid.service.pipeline.pipeline import Pipeline
-from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.pipeline.processor import Message, Output
 from prexid.service.schemas import GpuResetEvent, XidEvent
-from prexid.service.sinks.prometheus import Telemetry
 from tests.unit import wiring
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
@@ -287,12 +285,7 @@ PROVEN = [  # a facility or transport the kernel or the relay set
 
 def _run(fmt: str, payload: str, kernel_only: list[str] | None) -> tuple[Output, CollectorRegistry]:
     registry = CollectorRegistry()
-    pipeline = Pipeline()
-    telemetry = Telemetry(registry, lambda: [pipeline])
-    if kernel_only is None:  # as `wiring.build` makes it with the default settings
-        processor = Processor(pipeline, telemetry, "auto", fmt)
-    else:
-        processor = Processor(pipeline, telemetry, "auto", fmt, kernel_only_topics=kernel_only)
+    processor = wiring.processor("auto", fmt, metrics=registry, kernel_only_topics=kernel_only)
     return processor.process([], [Message(payload.encode(), REF, "logs", 0, 1)], ()), registry
 
 

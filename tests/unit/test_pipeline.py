@@ -14,22 +14,16 @@ from prexid.service.decode.types import RawSample
 from prexid.service.http.api import create_app
 from prexid.service.http.evidence import node_evidence
 from prexid.service.pipeline.pipeline import Pipeline
-from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.pipeline.processor import Message, Processor
 from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
 from prexid.service.schemas import Alert
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.unit import wiring
 
 
 def replay(cluster: DemoCluster) -> tuple[list[Alert], ServiceState, Processor]:
     state, processor = build(Settings())
-    alerts: list[Alert] = []
-    for tick in simulate(cluster):
-        metrics = [Message(m, tick.ts, "metrics", 0) for m in tick.metrics]
-        out: Output = processor.process(metrics, [Message(x, tick.ts) for x in tick.logs], {"metrics:0"})
-        assert out.dead_letters == []
-        alerts += out.alerts
-    alerts += processor.process([], [], (), drain=True).alerts
-    return alerts, state, processor
+    return wiring.feed(processor, simulate(cluster), drain=True), state, processor
 
 
 @pytest.fixture(scope="module")
@@ -143,11 +137,9 @@ def test_an_xid_read_before_its_metrics_waits_for_them_and_keeps_its_lead_time()
     """A consumer catching up on a backlog may read the kernel topic far ahead of the metrics topic."""
     _, processor = build(Settings())
     ticks = list(simulate(DemoCluster()))
-    early = processor.process([], [Message(x, t.ts) for t in ticks for x in t.logs], {":-1"})
+    early = processor.process([], [line for t in ticks for line in wiring.scrape(t)[1]], wiring.BACKLOGGED)
     assert early.alerts == []
-    alerts = [
-        a for t in ticks for a in processor.process([Message(m, t.ts) for m in t.metrics], [], {":-1"}).alerts
-    ]
+    alerts = [a for t in ticks for a in wiring.step(processor, t, logs=False).alerts]
     firing = [(a.kind, a.lead_time_seconds is not None) for a in alerts if a.status == "firing"]
     assert firing == [("pre_xid", False), ("xid", True)]
 
@@ -155,7 +147,7 @@ def test_an_xid_read_before_its_metrics_waits_for_them_and_keeps_its_lead_time()
 def test_entity_evidence_at_firing_names_the_families_and_series_that_voted() -> None:
     state, processor = build(Settings())
     for tick in simulate(DemoCluster()):
-        out = processor.process([Message(m, tick.ts) for m in tick.metrics], [], ())
+        out = wiring.step(processor, tick, backlogged=(), logs=False)
         if any(a.kind == "pre_xid" for a in out.alerts):
             break
     gpu5 = next(e for e in node_evidence(state.pipeline, "node-03") if e.gpu == 5)

@@ -1,15 +1,29 @@
-"""A `Processor` over its own pipeline and Prometheus registry, wired as `prexid.service.app.wiring.build` wires one,
-for tests that drive decoding and the pipeline without settings."""
+"""How tests build a processor and feed it, in one place.
+
+`processor` wires a `Processor` around a pipeline and Prometheus registry of its own, through
+`prexid.service.app.wiring.processor_of` as `build` wires one, for tests that drive decoding and the
+pipeline without settings or service state. Tests that want the service's wiring call `build`.
+
+`scrape`, `step` and `feed` hand a processor the demo cluster's ticks as a consumer reads them: one
+tick is one scrape of the whole cluster, its samples on partition 0 of `metrics` and its kernel lines
+on partition 0 of `logs`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry
 
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import processor_of
 from prexid.service.pipeline.pipeline import Pipeline
-from prexid.service.pipeline.processor import Processor
+from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.schemas import Alert
 from prexid.service.sinks.prometheus import Telemetry
+from prexid.service.sources.demo_cluster import Tick
+
+BACKLOGGED = ("metrics:0",)  # a replay: more of the metrics partition is still to be read
 
 
 def processor(
@@ -19,7 +33,50 @@ def processor(
     *,
     pipeline: Pipeline | None = None,
     metrics: CollectorRegistry | None = None,
+    kernel_only_topics: list[str] | None = None,
 ) -> Processor:
     pipe = Pipeline() if pipeline is None else pipeline
     telemetry = Telemetry(CollectorRegistry() if metrics is None else metrics, lambda: [pipe])
-    return Processor(pipe, telemetry, metrics_format, logs_format, topic_formats)
+    formats = Settings(
+        metrics_format=metrics_format,
+        logs_format=logs_format,
+        topic_formats=dict(topic_formats or {}),
+        kernel_only_topics=kernel_only_topics,
+    )
+    return processor_of(pipe, telemetry, formats)
+
+
+def scrape(tick: Tick, logs: bool = True) -> tuple[list[Message], list[Message]]:
+    """One tick as consumed records: (metric records, kernel lines); `logs=False` leaves the lines out."""
+    return (
+        [Message(m, tick.ts, "metrics", 0) for m in tick.metrics],
+        [Message(x, tick.ts, "logs", 0) for x in tick.logs] if logs else [],
+    )
+
+
+def step(
+    processor: Processor, tick: Tick, backlogged: Iterable[str] = BACKLOGGED, logs: bool = True
+) -> Output:
+    """Process one tick as one batch. `backlogged=()` is a consumer caught up: an Xid pages at once."""
+    metrics, lines = scrape(tick, logs)
+    return processor.process(metrics, lines, set(backlogged))
+
+
+def feed(
+    processor: Processor,
+    ticks: Iterable[Tick],
+    *,
+    drain: bool = False,
+    logs: bool = True,
+    backlogged: Iterable[str] = BACKLOGGED,
+) -> list[Alert]:
+    """The alerts of `ticks` fed one batch each; `drain` ends the replay (everything buffered is scored).
+    The demo's traffic is well formed: a dead letter fails the test."""
+    alerts: list[Alert] = []
+    for tick in ticks:
+        out = step(processor, tick, backlogged, logs)
+        assert out.dead_letters == [], out.dead_letters
+        alerts += out.alerts
+    if drain:
+        alerts += processor.process([], [], (), drain=True).alerts
+    return alerts
