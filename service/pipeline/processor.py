@@ -86,6 +86,7 @@ class Run(NamedTuple):
     payloads: Sequence[bytes]
     message: Callable[[int], Message]  # record i as a Message: for its decoder, dead letter or host
     newest_ts: float = np.nan  # the newest record time of the run (epoch s), NaN where there is none
+    oldest_ts: float = np.nan  # and the oldest: no record is written before the samples in it
 
 
 def runs(msgs: Sequence[Message]) -> list[Run]:
@@ -95,9 +96,10 @@ def runs(msgs: Sequence[Message]) -> list[Run]:
     for i in range(1, len(msgs) + 1):
         if i == len(msgs) or msgs[i][2:4] != msgs[start][2:4]:  # (topic, partition) changes
             run = msgs[start:i]
-            newest = max((m.ts for m in run if np.isfinite(m.ts)), default=np.nan)
+            times = [m.ts for m in run if np.isfinite(m.ts)]
+            newest, oldest = (max(times), min(times)) if times else (np.nan, np.nan)
             payloads = [m.payload for m in run]
-            out.append(Run(run[0].topic, run[0].partition, payloads, run.__getitem__, newest))
+            out.append(Run(run[0].topic, run[0].partition, payloads, run.__getitem__, newest, oldest))
             start = i
     return out
 
@@ -125,6 +127,7 @@ class _Columns:
     msgs: list[int] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     newest_ts: float = np.nan  # the newest record time of its runs
+    oldest_ts: float = np.nan  # and the oldest
 
     def message(self, index: int) -> Message:
         for run in self.runs:
@@ -236,20 +239,56 @@ class Processor:
         the stage and the exception). Records processed before a failure may be processed again."""
         try:
             return self.process_runs(metrics, logs, backlogged, drain, now)
+        except Exception:
+            if not metrics and not logs:  # nothing to isolate: a failure of detection itself
+                raise
+            return self._isolate(metrics, logs, backlogged, drain, now, logged=[])
+
+    def _isolate(
+        self,
+        metrics: Sequence[Run],
+        logs: Sequence[Message],
+        backlogged: Collection[str],
+        drain: bool,
+        now: float | None,
+        logged: list[str],
+    ) -> Output:
+        """`process_isolating` once the batch failed: halves, down to the records that fail alone.
+        Only the first failure of a batch is logged with its traceback (a bug may fail every record)."""
+        if sum(len(r.payloads) for r in metrics) + len(logs) > 1:
+            first, second = _halves(metrics, logs)
+            a = self._isolate_or_run(*first, backlogged, drain, now, logged)
+            b = self._isolate_or_run(*second, backlogged, drain, now, logged)
+            return Output(a.alerts + b.alerts, a.dead_letters + b.dead_letters, a.events + b.events)
+        try:
+            return self.process_runs(metrics, logs, backlogged, drain, now)
         except Exception as exc:
-            size = sum(len(r.payloads) for r in metrics) + len(logs)
-            if size > 1:
-                first, second = _halves(metrics, logs)
-                a = self.process_isolating(*first, backlogged, drain, now)
-                b = self.process_isolating(*second, backlogged, drain, now)
-                return Output(a.alerts + b.alerts, a.dead_letters + b.dead_letters, a.events + b.events)
             msg = metrics[0].message(0) if metrics else logs[0]
             stage = _stage(exc)
-            log.exception("%s[%d]@%d broke processing in %s", msg.topic, msg.partition, msg.offset, stage)
+            where = (msg.topic, msg.partition, msg.offset, stage)
+            log.error("%s[%d]@%d broke processing in %s", *where, exc_info=not logged)
+            logged.append(stage)
             dl = DeadLetter(msg, "processing_error", f"stage={stage}: {exc!r}"[:300])
             self.telemetry.dead_letters.labels(dl.reason).inc()
             self.telemetry.messages.labels("metrics" if metrics else "logs").inc()
             return Output(dead_letters=[dl])
+
+    def _isolate_or_run(
+        self,
+        metrics: Sequence[Run],
+        logs: Sequence[Message],
+        backlogged: Collection[str],
+        drain: bool,
+        now: float | None,
+        logged: list[str],
+    ) -> Output:
+        """A half of a failed batch: run as it is, and halved again only if it fails too."""
+        if sum(len(r.payloads) for r in metrics) + len(logs) == 1:
+            return self._isolate(metrics, logs, backlogged, drain, now, logged)
+        try:
+            return self.process_runs(metrics, logs, backlogged, drain, now)
+        except Exception:
+            return self._isolate(metrics, logs, backlogged, drain, now, logged)
 
     def _count(
         self,
@@ -290,10 +329,8 @@ class Processor:
             cols = by_source.setdefault(stream_name(run.topic, run.partition), _Columns())
             base = sum(len(r.payloads) for r in cols.runs)  # this run's first message, among the source's
             cols.runs.append(run)
-            if np.isfinite(run.newest_ts):
-                cols.newest_ts = (
-                    max(run.newest_ts, cols.newest_ts) if np.isfinite(cols.newest_ts) else run.newest_ts
-                )
+            cols.newest_ts = float(np.fmax(cols.newest_ts, run.newest_ts))  # NaN where none has one
+            cols.oldest_ts = float(np.fmin(cols.oldest_ts, run.oldest_ts))
             fast = self._fast(run.topic)
             if fast and self._read_known(run.payloads, cols, stamps):
                 cols.msgs.extend(range(base, base + len(run.payloads)))
@@ -353,7 +390,7 @@ class Processor:
         marks = self.pipeline.watermarks
         ref = marks.reference(source, cols.newest_ts)  # before `ahead`, which may believe a jump
         ahead = marks.ahead(source, ts, cols.newest_ts)
-        late = marks.behind(source, ts, cols.newest_ts)
+        late = marks.behind(source, ts, cols.oldest_ts)  # each sample's own record is no older
         if late.any():  # dropped, not dead-lettered: a slow host sends thousands a minute
             self.telemetry.late_samples.labels(source).inc(int(late.sum()))
             registry = self.pipeline.registry
@@ -570,7 +607,14 @@ def _as_runs(records: list[tuple[Run, int]]) -> list[Run]:
         else:
             groups.append((run, [i]))
     return [
-        Run(run.topic, run.partition, [run.payloads[i] for i in idx], _pick_message(run, idx), run.newest_ts)
+        Run(
+            run.topic,
+            run.partition,
+            [run.payloads[i] for i in idx],
+            _pick_message(run, idx),
+            run.newest_ts,
+            run.oldest_ts,
+        )
         for run, idx in groups
     ]
 

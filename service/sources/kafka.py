@@ -45,9 +45,15 @@ def to_message(rec: ConsumerRecord) -> Message:
 
 def to_run(tp: TopicPartition, records: list[ConsumerRecord]) -> Run:
     """A partition's metric records as the processor's run: payloads, and a Message on demand."""
-    newest = max(records[0].timestamp, records[-1].timestamp) / 1000.0 if records else np.nan
+    first, last = (records[0].timestamp, records[-1].timestamp) if records else (np.nan, np.nan)
+    newest, oldest = max(first, last) / 1000.0, min(first, last) / 1000.0  # in offset order: near enough
     return Run(
-        tp.topic, tp.partition, [r.value or b"" for r in records], lambda i: to_message(records[i]), newest
+        tp.topic,
+        tp.partition,
+        [r.value or b"" for r in records],
+        lambda i: to_message(records[i]),
+        newest,
+        oldest,
     )
 
 

@@ -123,3 +123,18 @@ def test_a_slow_host_alone_in_its_partition_is_told_by_its_record_times() -> Non
     now = 1_764_756_000.0
     assert marks.behind("p:7", np.array([now - 3600.0, now - 30.0]), now).tolist() == [True, False]
     assert not marks.behind("p:7", np.array([now - 3600.0]), np.nan).any()  # nothing to judge by
+
+
+def test_a_backlog_read_in_one_batch_loses_no_sample_to_the_lateness_check() -> None:
+    """Found by the replica-kill test: judged against the batch's newest record, the first ten minutes
+    of a twelve-minute batch read from a backlog were 'late' and dropped."""
+    state, processor = build(Settings())
+    ticks = list(simulate(DemoCluster()))[:48]
+    msgs = [Message(m, t.ts, "metrics", 0) for t in ticks for m in t.metrics]
+    processor.process(msgs, [], ())
+    assert (
+        state.telemetry.registry.get_sample_value("prexid_late_samples_total", {"source": "metrics:0"})
+        is None
+    )
+    pipe = processor.pipeline
+    assert pipe.samples_seen + len(pipe.buffer) == len(msgs)
