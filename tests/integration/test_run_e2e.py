@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from unittest import mock
 
 import orjson
@@ -11,7 +12,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
-from prexid.service.pipeline.processor import Processor
+from prexid.service.pipeline.processor import Output, Processor
+from prexid.service.sinks.kafka import KafkaSink
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
 from tests.integration.traffic import produce, read_until
@@ -105,16 +107,58 @@ async def test_run_publishes_pre_xid_before_xid_and_commits_what_it_consumed(
     assert state.telemetry.samples._value.get() == produced - 1
 
 
-async def test_offsets_are_not_committed_when_processing_a_batch_fails(
+async def test_offsets_are_not_committed_when_publishing_a_batch_fails(
     kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
 ) -> None:
     await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     state, _ = build(settings)
     runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
-    # every processor fails on its first batch (`process_runs` is what the runner calls): nothing it
-    # consumed may be committed
-    failing = mock.patch.object(Processor, "process_runs", side_effect=RuntimeError("sink failure"))
+    # the first batch's alerts and dead letters cannot be sent: nothing it consumed may be committed
+    failing = mock.patch.object(KafkaSink, "publish", side_effect=RuntimeError("sink failure"))
     with failing, pytest.raises(RuntimeError, match="sink failure"):
         await asyncio.wait_for(runner.run(), 60)
     assert await committed(kafka_bootstrap, kafka_group, topics["metrics"], 2) == {0: None, 1: None}
+
+
+async def test_a_stage_that_fails_on_every_record_dead_letters_them_and_the_partitions_go_on(
+    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str
+) -> None:
+    """A bug past the decoders (here: any batch holding kernel lines fails) costs the records it breaks,
+    each a dead letter naming the stage; the metrics still page, and every offset is committed.
+    Before, the batch failed, was never committed, and every replica taking the partition over died."""
+    await produce_incident(kafka_bootstrap, topics["metrics"], topics["logs"])
+    lines = sum((await end_offsets(kafka_bootstrap, topics["logs"], 2)).values())
+    settings = settings_for(kafka_bootstrap, topics, kafka_group)
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
+    real = Processor.process_runs
+
+    def failing_on_logs(self: Processor, metrics: Any, logs: Any, *rest: Any, **kw: Any) -> Output:
+        if logs:
+            raise RuntimeError("a bug in the log stage")
+        return real(self, metrics, logs, *rest, **kw)
+
+    def broken(records: list[Any]) -> list[Any]:
+        return [r for r in records if dict(r.headers)["prexid.reason"] == b"processing_error"]
+
+    with mock.patch.object(Processor, "process_runs", failing_on_logs):
+        task = asyncio.create_task(runner.run())
+        try:
+            dead = await read_until(kafka_bootstrap, topics["dead"], lambda rs: len(broken(rs)) >= lines)
+            alerts = await read_until(kafka_bootstrap, topics["alerts"], lambda rs: bool(rs))
+            ends = await end_offsets(kafka_bootstrap, topics["logs"], 2)
+            expected = {p: end or None for p, end in ends.items()}
+            for _ in range(100):
+                if await committed(kafka_bootstrap, kafka_group, topics["logs"], 2) == expected:
+                    break
+                await asyncio.sleep(0.2)
+            assert not task.done()  # the replica lives
+        finally:
+            runner.stop()
+            await asyncio.wait_for(task, 30)
+    assert lines > 0 and len(broken(dead)) == lines  # each kernel line once, nothing else
+    assert all(dict(r.headers)["prexid.source.topic"] == topics["logs"].encode() for r in broken(dead))
+    assert all(b"a bug in the log stage" in dict(r.headers)["prexid.detail"] for r in broken(dead))
+    assert any(orjson.loads(r.value)["kind"] == "pre_xid" for r in alerts)  # the metrics still page
+    assert await committed(kafka_bootstrap, kafka_group, topics["logs"], 2) == expected
