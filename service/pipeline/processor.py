@@ -239,10 +239,10 @@ class Processor:
         the stage and the exception). Records processed before a failure may be processed again."""
         try:
             return self.process_runs(metrics, logs, backlogged, drain, now)
-        except Exception:
+        except Exception as exc:
             if not metrics and not logs:  # nothing to isolate: a failure of detection itself
                 raise
-            return self._isolate(metrics, logs, backlogged, drain, now, logged=[])
+            return self._isolate(metrics, logs, backlogged, drain, now, exc, logged=[])
 
     def _isolate(
         self,
@@ -251,44 +251,32 @@ class Processor:
         backlogged: Collection[str],
         drain: bool,
         now: float | None,
+        exc: Exception,
         logged: list[str],
     ) -> Output:
-        """`process_isolating` once the batch failed: halves, down to the records that fail alone.
-        Only the first failure of a batch is logged with its traceback (a bug may fail every record)."""
+        """A part of a batch that failed with `exc`: each half run, a half that fails isolated the same
+        way, down to the records that fail alone, each a dead letter. Only the first failure of a batch
+        is logged with its traceback (a bug may fail every record)."""
         if sum(len(r.payloads) for r in metrics) + len(logs) > 1:
-            first, second = _halves(metrics, logs)
-            a = self._isolate_or_run(*first, backlogged, drain, now, logged)
-            b = self._isolate_or_run(*second, backlogged, drain, now, logged)
-            return Output(a.alerts + b.alerts, a.dead_letters + b.dead_letters, a.events + b.events)
-        try:
-            return self.process_runs(metrics, logs, backlogged, drain, now)
-        except Exception as exc:
-            msg = metrics[0].message(0) if metrics else logs[0]
-            stage = _stage(exc)
-            where = (msg.topic, msg.partition, msg.offset, stage)
-            log.error("%s[%d]@%d broke processing in %s", *where, exc_info=not logged)
-            logged.append(stage)
-            dl = DeadLetter(msg, "processing_error", f"stage={stage}: {exc!r}"[:300])
-            self.telemetry.dead_letters.labels(dl.reason).inc()
-            self.telemetry.messages.labels("metrics" if metrics else "logs").inc()
-            return Output(dead_letters=[dl])
-
-    def _isolate_or_run(
-        self,
-        metrics: Sequence[Run],
-        logs: Sequence[Message],
-        backlogged: Collection[str],
-        drain: bool,
-        now: float | None,
-        logged: list[str],
-    ) -> Output:
-        """A half of a failed batch: run as it is, and halved again only if it fails too."""
-        if sum(len(r.payloads) for r in metrics) + len(logs) == 1:
-            return self._isolate(metrics, logs, backlogged, drain, now, logged)
-        try:
-            return self.process_runs(metrics, logs, backlogged, drain, now)
-        except Exception:
-            return self._isolate(metrics, logs, backlogged, drain, now, logged)
+            out = Output()
+            for half in _halves(metrics, logs):
+                try:
+                    part = self.process_runs(*half, backlogged, drain, now)
+                except Exception as failed:
+                    part = self._isolate(*half, backlogged, drain, now, failed, logged)
+                out.alerts += part.alerts
+                out.dead_letters += part.dead_letters
+                out.events += part.events
+            return out
+        msg = metrics[0].message(0) if metrics else logs[0]
+        stage = _stage(exc)
+        where = (msg.topic, msg.partition, msg.offset, stage)
+        log.error("%s[%d]@%d broke processing in %s", *where, exc_info=exc if not logged else None)
+        logged.append(stage)
+        dl = DeadLetter(msg, "processing_error", f"stage={stage}: {exc!r}"[:300])
+        self.telemetry.dead_letters.labels(dl.reason).inc()
+        self.telemetry.messages.labels("metrics" if metrics else "logs").inc()
+        return Output(dead_letters=[dl])
 
     def _count(
         self,

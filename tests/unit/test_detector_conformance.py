@@ -17,6 +17,7 @@ from prexid.detectors.base import Detector, parse_blobs
 from prexid.detectors.catalog import REGISTRY
 from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
+from tests.unit.wiring import scores
 
 STEP = 15.0
 N_SERIES = 16  # two peer groups (nodes) of 8
@@ -56,11 +57,6 @@ def eventful(kind: Kind, steps: int, seed: int = 0, n: int = N_SERIES) -> np.nda
     return x
 
 
-def feed(det: Detector, x: np.ndarray, t0: int = 0, ids: np.ndarray | None = None) -> np.ndarray:
-    ids = np.arange(x.shape[1], dtype=np.int64) if ids is None else ids
-    return np.array([det.update(ids, np.full(len(ids), (t0 + t) * STEP), row) for t, row in enumerate(x)])
-
-
 def sweep(det: Detector, now: float) -> tuple[list[int], list[float]]:
     if isinstance(det, Staleness):
         ids, p = det.sweep(now)
@@ -72,11 +68,11 @@ def sweep(det: Detector, now: float) -> tuple[list[int], list[float]]:
 def test_restored_detector_scores_exactly_like_an_uninterrupted_one(name: str) -> None:
     x = eventful(REGISTRY[name].reads, 400)
     a, b = make(name), make(name)
-    feed(a, x[:250])
-    feed(b, x[:250])
+    scores(a, x[:250])
+    scores(b, x[:250])
     restored = make(name)
     restored.restore(parse_blobs(b"".join(b.snapshot())))
-    np.testing.assert_array_equal(feed(a, x[250:], 250), feed(restored, x[250:], 250))
+    np.testing.assert_array_equal(scores(a, x[250:], 250), scores(restored, x[250:], 250))
     assert sweep(a, 500 * STEP) == sweep(restored, 500 * STEP)
 
 
@@ -91,7 +87,7 @@ def test_a_snapshot_of_another_detector_is_refused(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_same_input_gives_the_same_scores(name: str) -> None:
     x = eventful(REGISTRY[name].reads, 300, seed=4)
-    np.testing.assert_array_equal(feed(make(name), x), feed(make(name), x))
+    np.testing.assert_array_equal(scores(make(name), x), scores(make(name), x))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -100,7 +96,7 @@ def test_nan_and_inf_in_give_no_crash_and_no_nan_out(name: str) -> None:
     rng = np.random.default_rng(2)
     for bad in (np.nan, np.inf, -np.inf):
         x[rng.integers(0, 300, 40), rng.integers(0, N_SERIES, 40)] = bad
-    p = feed(make(name), x)
+    p = scores(make(name), x)
     assert np.isfinite(p).all() and ((p > 0) & (p <= 1)).all()
 
 
@@ -128,7 +124,7 @@ def test_a_batch_with_repeated_series_equals_its_samples_one_by_one(name: str) -
     ids = np.tile(np.arange(8, dtype=np.int64), 120)
     ts = np.repeat(np.arange(120) * STEP, 8)
     batched = make(name).update(ids, ts, x.reshape(-1))
-    single = feed(make(name), x).reshape(-1)
+    single = scores(make(name), x).reshape(-1)
     np.testing.assert_array_equal(batched, single)
 
 
@@ -138,7 +134,7 @@ def test_the_order_of_a_batch_does_not_change_any_score(name: str) -> None:
     x = eventful(REGISTRY[name].reads, 200, seed=3)
     x[150:, 3] += 8.0
     x[120:, 5] = x[119, 5]
-    in_order = feed(make(name), x)
+    in_order = scores(make(name), x)
     shuffled, det = np.empty_like(in_order), make(name)
     ids = np.arange(N_SERIES, dtype=np.int64)
     for t, row in enumerate(x):
@@ -150,7 +146,7 @@ def test_the_order_of_a_batch_does_not_change_any_score(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_healthy_data_gives_no_strong_evidence(name: str) -> None:
     det = make(name)
-    p = feed(det, healthy(REGISTRY[name].reads, 600, seed=9))
+    p = scores(det, healthy(REGISTRY[name].reads, 600, seed=9))
     assert p.min() > 1e-6
     _, stale_p = sweep(det, 600 * STEP)
     assert stale_p == []
@@ -159,25 +155,25 @@ def test_healthy_data_gives_no_strong_evidence(name: str) -> None:
 def _level_shift(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 300)
     x[200:, 3] += 8.0
-    return bool(feed(det, x)[200, 3] < 1e-6)
+    return bool(scores(det, x)[200, 3] < 1e-6)
 
 
 def _slow_creep(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 900)
     x[400:, 3] += np.arange(500) * 0.004  # 1 °C an hour: never a jump at any single scrape
-    return bool(feed(det, x)[400:, 3].min() < 1e-6)
+    return bool(scores(det, x)[400:, 3].min() < 1e-6)
 
 
 def _stuck_value(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 300)
     x[250:, 3] = x[249, 3]
-    return bool(feed(det, x)[265, 3] < 1e-6)
+    return bool(scores(det, x)[265, 3] < 1e-6)
 
 
 def _series_goes_silent(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 300)
-    feed(det, x[:200])
-    feed(det, x[200:][:, :8], 200, np.arange(8, dtype=np.int64))  # the second node's exporter stopped
+    scores(det, x[:200])
+    scores(det, x[200:][:, :8], 200, np.arange(8, dtype=np.int64))  # the second node's exporter stopped
     ids, p = sweep(det, 300 * STEP)
     return ids == list(range(8, 16)) and max(p) < 1e-3
 
@@ -186,26 +182,26 @@ def _straggler(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 300)
     x[200:] += np.linspace(0.0, 20.0, 100)[:, None]  # every GPU heats up with the job
     x[200:, 3] += 4.0  # and one of them much more
-    p = feed(det, x)
+    p = scores(det, x)
     return bool(p[200, 3] < 1e-6 and np.delete(p[200:], 3, axis=1).min() > 1e-4)
 
 
 def _rate_shift(det: Detector) -> bool:
     rate = np.random.default_rng(0).normal(1e6, 2e4, (300, N_SERIES))
     rate[250:, 3] *= 3
-    return bool(feed(det, np.cumsum(rate * STEP, axis=0))[251, 3] < 1e-8)
+    return bool(scores(det, np.cumsum(rate * STEP, axis=0))[251, 3] < 1e-8)
 
 
 def _error_burst(det: Detector) -> bool:
     x = healthy(Kind.ERROR_COUNTER, 300)
     x[250:, 3] += np.arange(50) * 5
-    return bool(feed(det, x)[252, 3] < 1e-8)
+    return bool(scores(det, x)[252, 3] < 1e-8)
 
 
 def _node_vector_breaks(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 400)
     x[350:, 8:16] += 6.0  # node 1: every metric at once, to a joint state it never visited
-    p = feed(det, x)
+    p = scores(det, x)
     return bool(p[350:, 8:16].min() < 1e-3 and p[350:, :8].min() > 1e-3)
 
 
@@ -213,7 +209,7 @@ def _falls_behind(det: Detector) -> bool:
     x = healthy(Kind.GAUGE, 300)
     x[200:] += np.linspace(0.0, 20.0, 100)[:, None]  # every GPU speeds up with the job
     x[200:, 3] *= 0.7  # and one of them lags 30% behind its peers, scrape after scrape
-    p = feed(det, x)
+    p = scores(det, x)
     return bool(p[210, 3] < 1e-6 and np.delete(p, 3, axis=1).min() == 1.0)
 
 

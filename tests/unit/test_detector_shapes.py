@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import Detector
 from prexid.detectors.drift import DriftCusum
 from prexid.detectors.flatline import Flatline
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.robust import RobustDeviation
 from prexid.detectors.staleness import Staleness
+from tests.unit.wiring import scores
 
 STEP = 15.0
 NODES, GPUS = 6, 8
 N = NODES * GPUS
-
-
-def feed(det: Detector, x: np.ndarray) -> np.ndarray:
-    ids = np.arange(x.shape[1], dtype=np.int64)
-    return np.array([det.update(ids, np.full(len(ids), t * STEP), row) for t, row in enumerate(x)])
 
 
 def gpu_temps(steps: int, seed: int = 0) -> np.ndarray:
@@ -50,34 +45,34 @@ def peers() -> PeerDeviation:
 def test_drift_finds_a_one_degree_an_hour_creep_that_the_level_detector_misses() -> None:
     x = gpu_temps(1200)
     x[500:, 9] += np.arange(700) * (1.0 / 240)  # +1 °C per hour
-    drift, level = feed(DriftCusum(), x), feed(RobustDeviation(), x)
+    drift, level = scores(DriftCusum(), x), scores(RobustDeviation(), x)
     assert drift[500:, 9].min() < 1e-6
     assert level[500:, 9].min() > 1e-4
 
 
 def test_drift_stays_quiet_on_checkpoints_and_a_job_restart() -> None:
     x = with_job_restart(with_checkpoints(gpu_temps(1000)), 600)
-    assert feed(DriftCusum(), x)[100:].min() > 1e-6
+    assert scores(DriftCusum(), x)[100:].min() > 1e-6
 
 
 def test_peer_deviation_finds_a_fail_slow_gpu_while_the_job_changes_phase() -> None:
     x = gpu_temps(600)
     x[400:] += np.linspace(0, 15, 200)[:, None]  # a new phase heats every GPU
     x[400:, 13] += 3.0  # GPU 5 of node 1 runs hotter than its peers
-    p = feed(peers(), x)
+    p = scores(peers(), x)
     assert p[400:, 13].min() < 1e-6
     assert np.delete(p[400:], 13, axis=1).min() > 1e-6
 
 
 def test_peer_deviation_stays_quiet_on_checkpoints_and_job_restarts() -> None:
     x = with_job_restart(with_checkpoints(gpu_temps(800)), 500)
-    assert feed(peers(), x)[40:].min() > 1e-6
+    assert scores(peers(), x)[40:].min() > 1e-6
 
 
 def test_flatline_finds_a_frozen_sensor() -> None:
     x = gpu_temps(300)
     x[200:, 4] = x[199, 4]
-    p = feed(Flatline(), x)
+    p = scores(Flatline(), x)
     assert p[215, 4] < 1e-8
     assert np.delete(p, 4, axis=1).min() > 1e-6
 
@@ -87,13 +82,13 @@ def test_flatline_stays_quiet_on_flat_by_nature_and_idle_zero_series() -> None:
     x[:, 0] = 16.0  # PCIe link width: constant forever
     x[:, 1] = np.r_[np.linspace(0, 50, 150), np.zeros(150)]  # utilisation of a GPU that went idle
     x[:, 2] = np.r_[np.full(150, 1965.0), np.full(150, 1410.0)]  # a clock that changed state once
-    assert feed(Flatline(), x).min() > 1e-4
+    assert scores(Flatline(), x).min() > 1e-4
 
 
 def test_staleness_finds_a_whole_exporter_stopping_and_forgets_it_after_an_hour() -> None:
     det = Staleness()
     x = gpu_temps(500)
-    feed(det, x[:200])
+    scores(det, x[:200])
     live = np.arange(8, N, dtype=np.int64)  # node 0's exporter stops
     for t in range(200, 500):
         det.update(live, np.full(len(live), t * STEP), x[t, 8:])
@@ -116,5 +111,5 @@ def test_staleness_learns_slow_scrapes_and_tolerates_an_occasional_miss() -> Non
 
 def test_robust_flags_a_job_restart_which_fusion_then_clears_as_common_mode() -> None:
     """Documented division of labour: per-series level detectors see a restart on every GPU at once."""
-    p = feed(RobustDeviation(), with_job_restart(gpu_temps(400), 300))
+    p = scores(RobustDeviation(), with_job_restart(gpu_temps(400), 300))
     assert (p[300] < 1e-6).mean() > 0.9  # every GPU at once: > 30% of entities, fusion's common-mode rule

@@ -12,20 +12,14 @@ from prexid.detectors.error_counter import ErrorCounterSurprise
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.robust import RobustDeviation
 from prexid.detectors.signals import Kind
+from tests.unit.wiring import scores
 
 STEP = 15.0
 
 
-def feed(det: RobustDeviation | ErrorCounterSurprise | CounterRate, values: np.ndarray) -> np.ndarray:
-    """Feed a (time x series) matrix one scrape at a time; return the (time x series) p-values."""
-    n_series = values.shape[1]
-    ids = np.arange(n_series, dtype=np.int64)
-    return np.array([det.update(ids, np.full(n_series, t * STEP), row) for t, row in enumerate(values)])
-
-
 def test_robust_deviation_gives_no_evidence_during_warmup() -> None:
     x = np.array([[1.0], [100.0], [1.0], [1e6]] + [[1.0]] * 5)
-    p = feed(RobustDeviation(warmup=10), x)
+    p = scores(RobustDeviation(warmup=10), x)
     assert (p == 1.0).all()
 
 
@@ -33,7 +27,7 @@ def test_robust_deviation_one_spike_does_not_move_the_baseline() -> None:
     x = np.full((100, 1), 50.0) + np.tile([[0.0], [0.3]], (50, 1))
     x[60, 0] = 5000.0
     det = RobustDeviation()
-    feed(det, x)
+    scores(det, x)
     assert det.baseline(np.array([0]))[0] == pytest.approx(50.15, abs=0.5)
 
 
@@ -41,14 +35,14 @@ def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
     x = np.zeros((300, 2))
     x[250:, 0] = np.arange(50) * 5  # 5 new errors every scrape
     x[:, 1] = np.r_[np.full(150, 40.0), np.zeros(150)]  # counter drops to 0: a reset
-    p = feed(ErrorCounterSurprise(), x)
+    p = scores(ErrorCounterSurprise(), x)
     assert p[252, 0] < 1e-8
     assert p[:, 1].min() == 1.0
 
 
 def test_error_counter_learns_a_series_that_always_grows() -> None:
     x = np.cumsum(np.full((2000, 1), 3.0), axis=0)  # a chatty counter: 3 per scrape for eight hours
-    p = feed(ErrorCounterSurprise(), x)
+    p = scores(ErrorCounterSurprise(), x)
     assert p[-1, 0] > 0.01
 
 
@@ -62,18 +56,18 @@ def test_error_counter_learns_the_bursts_of_a_leaky_part_but_not_a_faster_pace()
     steps[np.arange(40, n, 80), :] = 1 + rng.geometric(0.25, (len(range(40, n, 80)), 2))
     steps[n + 10, 0] = 8.0  # the next burst, on time
     steps[n + 4 : n + 40 : 4, 1] = 6.0  # bursts every minute
-    p = feed(ErrorCounterSurprise(), np.cumsum(steps, axis=0))
+    p = scores(ErrorCounterSurprise(), np.cumsum(steps, axis=0))
     assert p[n + 10, 0] > 0.01
     ramp = p[n + 4 : n + 40 : 4, 1]
     assert ramp[0] > 0.01 and ramp[-1] < 1e-5
-    clean = feed(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0]])[:, None])
+    clean = scores(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0]])[:, None])
     assert clean[-1, 0] < 1e-10  # a clean part's first burst of eight
 
 
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
-    p = feed(CounterRate(), np.cumsum(rate * STEP, axis=0))
+    p = scores(CounterRate(), np.cumsum(rate * STEP, axis=0))
     assert p[100:179].min() > 1e-4
     assert p[181, 0] < 1e-8
 
@@ -132,7 +126,7 @@ def test_a_counter_restart_is_followed_by_a_quiet_period_then_scored_again() -> 
     x[121:126] += 5e9  # ... and reads its disks at boot for a minute
     x[126:] += 5e9
     x[180:] += np.cumsum(np.full((20, 1), 5e7 * STEP), axis=0)  # later, a real change of rate
-    p = feed(CounterRate(restart_quiet_s=300.0), x)
+    p = scores(CounterRate(restart_quiet_s=300.0), x)
     assert p[120:141].min() == 1.0  # the restart and its transient are not scored
     assert p[141:180].min() > 1e-4  # afterwards the usual rate is usual again
     assert p[181, 0] < 1e-8

@@ -16,11 +16,11 @@ from prexid.detectors.base import array_pieces, load_array, pack_arrays, parse_b
 from prexid.detectors.signals import Kind
 from prexid.service.app.settings import DetectionSettings, Settings
 from prexid.service.app.wiring import build
-from prexid.service.pipeline.processor import Message, Processor
-from prexid.service.schemas import Alert
+from prexid.service.pipeline.processor import Processor
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.state import snapshot
 from prexid.service.state.changelog_store import Inflate, compressed_chunks
+from tests.unit import wiring
 
 INCIDENT = DemoCluster(nodes=3, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
 
@@ -29,38 +29,27 @@ def fresh(settings: Settings | None = None) -> Processor:
     return build(settings or Settings())[1]
 
 
-def feed(processor: Processor, ticks: list[object], drain: bool = False) -> list[Alert]:
-    alerts: list[Alert] = []
-    for tick in ticks:
-        metrics = [Message(m, tick.ts, "metrics", 0) for m in tick.metrics]  # type: ignore[attr-defined]
-        logs = [Message(x, tick.ts, "logs", 0) for x in tick.logs]  # type: ignore[attr-defined]
-        alerts += processor.process(metrics, logs, {"metrics:0"}).alerts
-    if drain:
-        alerts += processor.process([], [], (), drain=True).alerts
-    return alerts
-
-
 @pytest.mark.parametrize("cut_s", [600.0, 1500.0, 1650.0])
 def test_a_restored_pipeline_raises_exactly_the_alerts_of_an_uninterrupted_one(cut_s: float) -> None:
     ticks = list(simulate(INCIDENT))
     cut = int(cut_s // INCIDENT.step_s)
     uninterrupted = fresh()
-    expected = feed(uninterrupted, ticks, drain=True)
+    expected = wiring.feed(uninterrupted, ticks, drain=True)
     assert [a.kind for a in expected if a.status == "firing"] == ["pre_xid", "xid"]
 
     first = fresh()
-    before = feed(first, ticks[:cut])
+    before = wiring.feed(first, ticks[:cut])
     blob = snapshot.dump(first, {"metrics:0": 1234})
     second = fresh()
     assert snapshot.load(blob, second) == {"metrics:0": 1234}
-    after = feed(second, ticks[cut:], drain=True)
+    after = wiring.feed(second, ticks[cut:], drain=True)
     assert before + after == expected
     assert second.pipeline.alert_book.active.keys() == uninterrupted.pipeline.alert_book.active.keys()
 
 
 def test_a_snapshot_of_a_restored_pipeline_is_byte_identical() -> None:
     first = fresh()
-    feed(first, list(simulate(INCIDENT))[:100])
+    wiring.feed(first, list(simulate(INCIDENT))[:100])
     blob = snapshot.dump(first, {})
     second = fresh()
     snapshot.load(blob, second)
@@ -132,7 +121,7 @@ def differences(a: object, b: object, path: str = "pipeline", seen: set[int] | N
 def test_a_restored_processor_equals_the_original_in_every_attribute() -> None:
     """Catches state a new feature adds to the pipeline but forgets to put in the snapshot."""
     first = fresh()
-    feed(first, list(simulate(INCIDENT))[:125])  # mid-precursor, a pre_xid firing, Xid burst open
+    wiring.feed(first, list(simulate(INCIDENT))[:125])  # mid-precursor, a pre_xid firing, Xid burst open
     second = fresh()
     snapshot.load(snapshot.dump(first, {}), second)
     assert differences(first.pipeline, second.pipeline) == []
@@ -142,7 +131,7 @@ def test_a_snapshot_written_in_compressed_chunks_reads_back_whole() -> None:
     """What the changelog store writes: the snapshot's pieces compressed one by one and cut into
     chunks of the broker's size; joined and decompressed they are `dump`'s blob, which restores."""
     first = fresh()
-    feed(first, list(simulate(INCIDENT))[:40])
+    wiring.feed(first, list(simulate(INCIDENT))[:40])
     pieces = snapshot.frames(first, {"metrics:0": 7})
     chunks = compressed_chunks(pieces, 4096)
     assert len(chunks) > 3 and all(len(c) == 4096 for c in chunks[:-1]) and 0 < len(chunks[-1]) <= 4096
@@ -163,7 +152,7 @@ def test_a_takeover_restores_from_the_chunks_as_it_inflates_them() -> None:
     each array into memory of its own that the restored state then uses. The snapshot is never whole
     in memory beside the state (at 1M series that was 3.6 GiB at peak, `prexid bench e2e` says)."""
     first = fresh()
-    feed(first, list(simulate(INCIDENT))[:125])  # mid-precursor, a pre_xid firing, Xid burst open
+    wiring.feed(first, list(simulate(INCIDENT))[:125])  # mid-precursor, a pre_xid firing, Xid burst open
     pieces = snapshot.frames(first, {"metrics:0": 7})
     size = sum(map(len, pieces))
     second = fresh()
@@ -179,7 +168,7 @@ def test_a_takeover_restores_from_the_chunks_as_it_inflates_them() -> None:
 
 def test_a_damaged_or_cut_short_compressed_snapshot_is_refused_with_a_reason() -> None:
     first = fresh()
-    feed(first, list(simulate(INCIDENT))[:40])
+    wiring.feed(first, list(simulate(INCIDENT))[:40])
     pieces = snapshot.frames(first, {})
     size = sum(map(len, pieces))
     chunks = compressed_chunks(pieces, 4096)
@@ -229,7 +218,7 @@ _SMALL_DUMP: list[bytes] = []
 def small_dump() -> bytes:
     if not _SMALL_DUMP:
         first = fresh()
-        feed(first, list(simulate(INCIDENT))[:20])
+        wiring.feed(first, list(simulate(INCIDENT))[:20])
         _SMALL_DUMP.append(snapshot.dump(first, {"metrics:0": 3}))
     return _SMALL_DUMP[0]
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+from numpy.typing import NDArray
 from prometheus_client import CollectorRegistry
 
+from prexid.detectors.base import Detector
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import processor_of
 from prexid.service.pipeline.pipeline import Pipeline
@@ -80,3 +83,15 @@ def feed(
     if drain:
         alerts += processor.process([], [], (), drain=True).alerts
     return alerts
+
+
+STEP_S = 15.0  # one scrape interval
+
+
+def scores(
+    det: Detector, x: NDArray[np.float64], t0: int = 0, ids: NDArray[np.int64] | None = None
+) -> NDArray[np.float64]:
+    """A (time x series) matrix fed to one detector a scrape at a time, 15 s apart from scrape `t0`:
+    the (time x series) p-values it gave."""
+    ids = np.arange(x.shape[1], dtype=np.int64) if ids is None else ids
+    return np.array([det.update(ids, np.full(len(ids), (t0 + t) * STEP_S), row) for t, row in enumerate(x)])
