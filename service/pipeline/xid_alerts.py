@@ -88,6 +88,7 @@ class XidAlerts:
         resolved = [a for fp in quiet if (a := self.book.resolve(fp, now)) is not None]
         for fp in quiet:
             del self.last_event[fp]
+        self.down &= self.firing_nodes()  # a node whose alerts resolved by time is no longer awaited
         return resolved
 
     def _node(self, fp: str) -> str | None:
