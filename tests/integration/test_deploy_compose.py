@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from prexid.service.app import cli
 from prexid.service.app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,8 +80,21 @@ def test_prexid_and_the_simulator_bootstrap_from_the_kafka_service_listener(
     advertised = compose["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     assert f"PLAINTEXT://{settings.kafka_bootstrap}" in advertised.split(",")
     assert settings.kafka_bootstrap.split(":")[0] == "kafka"
-    sim = compose["simulator"]["command"]
-    assert sim[:1] == ["simulate"] and sim[sim.index("--kafka-bootstrap") + 1] == settings.kafka_bootstrap
+    sim = cli.parser().parse_args(compose["simulator"]["command"])
+    assert sim.command == "simulate" and sim.format == "kafka" and sim.bootstrap == settings.kafka_bootstrap
+    assert sim.realtime and sim.speed > 0  # a live cluster, not one produced as fast as it can and gone
+    assert (sim.metrics_topic, sim.logs_topic) == (settings.metrics_topics[0], settings.logs_topics[0])
+
+
+def test_every_prexid_service_command_is_one_prexid_s_own_parser_accepts(compose: dict[str, Any]) -> None:
+    """The quick start failed: the simulator ran `simulate --kafka-bootstrap`, which never existed."""
+    built = {n: s for n, s in compose.items() if s.get("image") == compose["prexid"]["image"]}
+    assert {"prexid", "simulator"} <= set(built)
+    for name, service in built.items():
+        try:
+            cli.parser().parse_args(service["command"])
+        except SystemExit:
+            pytest.fail(f"compose service {name!r}: prexid {shlex.join(service['command'])} is refused")
 
 
 def test_the_topic_job_creates_every_topic_prexid_reads_and_writes(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 
+from prexid.service.app import cli
 from prexid.service.decode.prom_kafka_adapter import decode
 from prexid.service.offline.sim.command import cmd_simulate
 from prexid.service.offline.sim.config import SimConfig
@@ -39,15 +41,31 @@ async def _drain(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0
     return records
 
 
+def simulate_args(bootstrap: str, metrics: str, logs: str, *more: str) -> argparse.Namespace:
+    """`prexid simulate --format kafka ...` as the CLI parses it."""
+    topics = ["--bootstrap", bootstrap, "--metrics-topic", metrics, "--logs-topic", logs]
+    size = ["--nodes", str(CFG.nodes), "--gpus", str(CFG.gpus), "--days", str(CFG.days)]
+    return cli.parser().parse_args(
+        [
+            "simulate",
+            "--format",
+            "kafka",
+            *topics,
+            *size,
+            "--seed",
+            str(CFG.seed),
+            "--failures-per-day",
+            "0",
+            *more,
+        ]
+    )
+
+
 async def test_simulator_produces_every_sample_to_kafka_keyed_by_node(
     kafka_bootstrap: str, kafka_topics: TopicFactory, tmp_path: Path
 ) -> None:
     metrics, logs = await kafka_topics("sim-metrics", "sim-logs", partitions=3)
-    args = argparse.Namespace(
-        out=tmp_path, nodes=CFG.nodes, gpus=CFG.gpus, days=CFG.days, seed=CFG.seed,
-        failures_per_day=CFG.failures_per_day, format="kafka", bootstrap=kafka_bootstrap,
-        metrics_topic=metrics, logs_topic=logs,
-    )  # fmt: skip
+    args = simulate_args(kafka_bootstrap, metrics, logs, "--out", str(tmp_path))
     await asyncio.to_thread(cmd_simulate, args, warmup_s=CFG.warmup_s)
     expected = sum(int((~np.isnan(f.values)).sum()) for f in ClusterSim(CFG).frames())
     records = await _drain(kafka_bootstrap, metrics, expected)
@@ -62,3 +80,20 @@ async def test_simulator_produces_every_sample_to_kafka_keyed_by_node(
     (sample,) = list(decode(first.value, first.timestamp / 1000).rows())  # type: ignore[attr-defined]
     assert sample.ts == pytest.approx(first.timestamp / 1000)  # type: ignore[attr-defined]
     assert sample.labels.get("Hostname", sample.labels.get("instance", "")).startswith(first.key.decode())  # type: ignore[attr-defined]
+
+
+async def test_a_realtime_simulation_starts_now_and_is_paced_to_the_wall_clock(
+    kafka_bootstrap: str, kafka_topics: TopicFactory
+) -> None:
+    """What the compose stack runs: no --out, event time from now, 1728 simulated s at 600x."""
+    metrics, logs = await kafka_topics("rt-metrics", "rt-logs", partitions=1)
+    args = simulate_args(kafka_bootstrap, metrics, logs, "--realtime", "--speed", "600")
+    started_wall, started = time.time(), time.monotonic()
+    assert await asyncio.to_thread(cmd_simulate, args, warmup_s=CFG.warmup_s) == 0
+    took = time.monotonic() - started
+    assert took >= 0.9 * CFG.days * 86400 / 600  # paced, not produced as fast as it can
+    expected = sum(int((~np.isnan(f.values)).sum()) for f in ClusterSim(CFG).frames())
+    records = await _drain(kafka_bootstrap, metrics, expected)
+    assert len(records) == expected
+    first = min(r.timestamp for r in records) / 1000.0  # type: ignore[attr-defined]
+    assert abs(first - started_wall) < 60.0  # event time starts now, not on the simulator's fixed date

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from prexid.service.app import cli
 from prexid.service.app.settings import Settings
 from prexid.service.decode.prom_kafka_adapter import decode as decode_adapter
 from prexid.service.decode.syslog import decode as decode_syslog
@@ -66,17 +67,21 @@ def test_bulk_encoder_writes_adapter_json_that_decodes_to_the_same_values() -> N
 
 
 def simulate(out: Path, fmt: str) -> None:
-    args = argparse.Namespace(
-        out=out,
-        nodes=SMALL.nodes,
-        gpus=SMALL.gpus,
-        days=SMALL.days,
-        seed=SMALL.seed,
-        failures_per_day=40.0,
-        format=fmt,
-        bootstrap="",
-        metrics_topic="",
-        logs_topic="",
+    """`prexid simulate` as the CLI parses it (a hand-made Namespace missed options added later)."""
+    size = ["--nodes", str(SMALL.nodes), "--gpus", str(SMALL.gpus), "--days", str(SMALL.days)]
+    args = cli.parser().parse_args(
+        [
+            "simulate",
+            "--out",
+            str(out),
+            "--format",
+            fmt,
+            *size,
+            "--seed",
+            str(SMALL.seed),
+            "--failures-per-day",
+            "40",
+        ]
     )
     cmd_simulate(args, warmup_s=SMALL.warmup_s)
 
