@@ -44,8 +44,9 @@ def crds() -> dict[str, dict[str, Any]]:
         pytest.fail(f"could not fetch prometheus-operator CRDs: {err}")
 
 
-def render(helm: Path, *sets: str) -> list[dict[str, Any]]:
+def render(helm: Path, *sets: str, values: Path | None = None) -> list[dict[str, Any]]:
     args = [str(helm), "template", "r", str(CHART), *[a for s in sets for a in ("--set", s)]]
+    args += ["--values", str(values)] if values else []
     run = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     return [d for d in yaml.safe_load_all(run.stdout) if d]
@@ -93,12 +94,112 @@ def test_a_schema_violation_is_caught(crds: dict[str, dict[str, Any]]) -> None:
         jsonschema.validate(bad_sm, schema, cls=jsonschema.Draft7Validator)
 
 
+# What a real cluster sets: a private registry, a Strimzi Kafka with its own CA, placement, annotations.
+PRIVATE_VALUES: dict[str, Any] = {
+    "image": {"repository": "registry.example.com/ml/prexid", "tag": "0.1.0-abc", "pullPolicy": "Always"},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "serviceAccount": {"create": True, "name": "prexid-sa", "annotations": {"team": "sre"}},
+    "podAnnotations": {"example.com/owner": "sre"},
+    "podLabels": {"team": "sre"},
+    "nodeSelector": {"node-role.kubernetes.io/infra": ""},
+    "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "prexid"}},
+                    },
+                }
+            ]
+        }
+    },
+    "extraEnv": {
+        "PREXID_KAFKA_SECURITY__PROTOCOL": "SSL",
+        "PREXID_KAFKA_SECURITY__SSL_CAFILE": "/etc/kafka-ca/ca.crt",
+    },
+    "extraVolumes": [{"name": "kafka-ca", "secret": {"secretName": "my-cluster-cluster-ca-cert"}}],
+    "extraVolumeMounts": [{"name": "kafka-ca", "mountPath": "/etc/kafka-ca", "readOnly": True}],
+}
+
+
+@pytest.fixture(scope="module")
+def private(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    values = tmp_path_factory.mktemp("helm") / "values.yaml"
+    values.write_text(yaml.safe_dump(PRIVATE_VALUES))
+    return render(helm, values=values)
+
+
+def test_private_registry_and_kafka_ca_values_render_manifests_kubernetes_accepts(
+    private: list[dict[str, Any]], crds: dict[str, dict[str, Any]]
+) -> None:
+    for doc in private:
+        key = f"{doc['apiVersion']}/{doc['kind']}"
+        if key in crds:
+            jsonschema.validate(doc, crds[key], cls=jsonschema.Draft7Validator)
+        else:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    docs = by_kind(private)
+    template = docs["Deployment"][0]["spec"]["template"]
+    pod = template["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.example.com/ml/prexid:0.1.0-abc"
+    assert container["imagePullPolicy"] == "Always"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    (account,) = docs["ServiceAccount"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"] == "prexid-sa"
+    assert account["metadata"]["annotations"] == {"team": "sre"}
+    assert template["metadata"]["annotations"]["example.com/owner"] == "sre"
+    assert template["metadata"]["labels"]["team"] == "sre"
+    assert pod["nodeSelector"] == PRIVATE_VALUES["nodeSelector"]
+    assert (
+        pod["tolerations"] == PRIVATE_VALUES["tolerations"] and pod["affinity"] == PRIVATE_VALUES["affinity"]
+    )
+    # the CA file prexid is told to read is on a mounted volume
+    env = next(c for c in docs["ConfigMap"] if c["metadata"]["name"].endswith("-env"))
+    cafile = str(settings_from(env).kafka_security.ssl_cafile)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert cafile.startswith(mounts["kafka-ca"] + "/")
+    assert {"name": "kafka-ca", "secret": {"secretName": "my-cluster-cluster-ca-cert"}} in pod["volumes"]
+
+
+def test_an_existing_service_account_is_used_not_created(helm: Path) -> None:
+    docs = by_kind(render(helm, "serviceAccount.create=false", "serviceAccount.name=shared"))
+    assert "ServiceAccount" not in docs
+    assert docs["Deployment"][0]["spec"]["template"]["spec"]["serviceAccountName"] == "shared"
+
+
+def _leaf_keys(values: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if (
+            isinstance(value, dict)
+            and value
+            and key not in ("resources", "podSecurityContext", "securityContext")
+        ):
+            out += _leaf_keys(value, path + ".")
+        else:
+            out.append(path)
+    return out
+
+
+def test_the_chart_readme_documents_every_value() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    table = (CHART / "README.md").read_text()
+    missing = [k for k in _leaf_keys(values) if f"| `{k}` |" not in table]
+    assert not missing, f"helm/prexid/README.md lacks rows for {missing}"
+
+
 def test_the_chart_renders_every_part_the_service_needs(helm: Path) -> None:
     kinds = {k: len(v) for k, v in by_kind(render(helm)).items()}
     assert kinds == {
         "ConfigMap": 2,  # settings and the Grafana dashboard
         "Deployment": 1,
         "Service": 1,
+        "ServiceAccount": 1,
         "PodDisruptionBudget": 1,
         "ServiceMonitor": 1,
         "PrometheusRule": 1,

@@ -25,3 +25,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "prexid.secretName" -}}
 {{- .Values.existingSecret | default (printf "%s-env" (include "prexid.fullname" .)) -}}
 {{- end -}}
+
+{{- define "prexid.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "prexid.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
