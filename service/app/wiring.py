@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
+from prexid.service.pipeline.coverage import CoverageLog
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import SeriesBudget
@@ -37,6 +38,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
     pipeline = Pipeline(
         settings.detection.pipeline_config(settings.cluster, settings.runbook_base_url), budget
     )
+    pipeline.tick_listeners.append(CoverageLog(pipeline))
     if state is None:
         state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from prexid.detectors.fusion import score01
+from prexid.service.pipeline.coverage import series_per_family
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.series_registry import Entity
 from prexid.service.schemas import Alert
@@ -98,14 +99,18 @@ class FusedScoreCollector(Collector):
         pipelines = self.pipelines()
         if not _entity_scores_apart.get():
             yield from self._entity_scores(pipelines)
-        yield GaugeMetricFamily(
+        cluster = GaugeMetricFamily(
             "prexid_cluster_fused_score",
             "Cluster-wide fault score, 0..1; 0.5 is the firing threshold (max over owned partitions)",
-            value=max(
-                (float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0]) for p in pipelines),
-                default=0.0,
-            ),
+            labels=["cluster"],
         )
+        by_cluster: dict[str, float] = {}
+        for p in pipelines:
+            score = float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0])
+            by_cluster[p.config.cluster] = max(score, by_cluster.get(p.config.cluster, 0.0))
+        for name, score in sorted(by_cluster.items()):
+            cluster.add_metric([name], score)
+        yield cluster
         yield CounterMetricFamily(
             "prexid_alerts_rate_limited",
             "Alert firings withheld because their entity exceeded its hourly cap",
@@ -127,6 +132,28 @@ class FusedScoreCollector(Collector):
                     gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
         yield gpu
         yield node
+
+
+class FamilyCoverageCollector(Collector):
+    """`prexid_family_series{family}`: series per signal family over every pipeline; 0 is a family
+    prexid is blind to (its exporter field is not enabled)."""
+
+    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
+        self.pipelines = pipelines
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "prexid_family_series",
+            "Series per signal family (0: no data, the family's faults go undetected)",
+            labels=["family"],
+        )
+        totals: dict[str, int] = {}
+        for p in self.pipelines():
+            for f, n in series_per_family(p).items():
+                totals[f.label] = totals.get(f.label, 0) + n
+        for label, n in sorted(totals.items()):
+            family.add_metric([label], n)
+        yield family
 
 
 class Telemetry:
@@ -259,6 +286,7 @@ class Telemetry:
         for how in ("snapshot", "no_snapshot", "refused"):
             self.takeovers.labels(how)
         registry.register(FusedScoreCollector(pipelines))
+        registry.register(FamilyCoverageCollector(pipelines))
 
     def observe_alerts(self, alerts: list[Alert]) -> None:
         for a in alerts:
