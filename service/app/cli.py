@@ -91,7 +91,11 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--config", help="TOML settings file (also PREXID_CONFIG_FILE)")
     common.add_argument("--port", type=int, help="HTTP port (also PREXID_HTTP_PORT)")
     common.add_argument("-v", "--verbose", action="store_true")
+    common.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="json: one JSON object per line"
+    )
     p = argparse.ArgumentParser(prog="prexid", description=__doc__)
+    p.add_argument("--version", action="version", version=f"prexid {version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
@@ -159,9 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     keep_large_blocks_on_heap()  # numpy's batch temporaries: reuse heap blocks, no page-fault churn
     collect_garbage_less_often()  # a batch's records are thousands of short-lived objects
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s"
-    )
+    configure_logging(logging.INFO if args.verbose else logging.WARNING, args.log_format)
     overrides: dict[str, object] = {}
     if args.config:
         overrides["config_file"] = args.config
@@ -174,6 +176,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"prexid: {line}", file=sys.stderr)
         return 2
     return int(args.func(args, settings))
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), as pip reports it."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("prexid")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
+
+
+def configure_logging(level: int, log_format: str) -> None:
+    """Text for a terminal; JSON lines for log shippers (Loki, Elasticsearch), parsed without regexes."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_LOG_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+TEXT_LOG_FORMAT = "%(asctime)s %(name)s %(message)s"
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per record: time (RFC 3339, UTC), level, logger, message, and the traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import datetime
+
+        import orjson
+
+        out: dict[str, object] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(out).decode()
 
 
 def settings_errors(err: ValidationError) -> list[str]:

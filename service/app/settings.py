@@ -28,7 +28,7 @@ ADMIN_TOKEN_MIN_CHARS = 16
 class DetectionSettings(BaseModel):
     """Detection tunables; defaults are what `prexid evaluate` was tuned on."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a typo is an error, not a default
 
     step_s: float = Field(15.0, gt=0, description="fusion tick, one scrape interval")
     lateness_s: float = Field(10.0, ge=0, description="how late a sample may arrive and still count")
@@ -73,7 +73,7 @@ class DetectionSettings(BaseModel):
 class KafkaSecurity(BaseModel):
     """How prexid authenticates to Kafka: SASL (SCRAM) and/or TLS. Secrets are SecretStr: never logged."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a typo is an error, not a default
 
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
@@ -86,7 +86,9 @@ class KafkaSecurity(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PREXID_", env_nested_delimiter="__", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="PREXID_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
 
     config_file: Path | None = None
     cluster: str = "default"
