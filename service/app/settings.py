@@ -145,9 +145,18 @@ class Settings(BaseSettings):
     http_port: int = Field(8000, ge=0, le=65535)
     admin_token: SecretStr | None = Field(None, description="bearer token the admin HTTP endpoints require")
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    external_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="where users reach prexid (its dashboard): each alert's generatorURL links the alert's "
+        "GPU there; default http://<http_host>:<http_port>",
+    )
     history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 
     detection: DetectionSettings = DetectionSettings()
+
+    def dashboard_url(self) -> str:
+        return self.external_url or f"http://{self.http_host}:{self.http_port}"
 
     @field_validator("admin_token")
     @classmethod

@@ -51,6 +51,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
             settings.alertmanager_urls,
             state.telemetry.registry,
             resend_interval_s=settings.alertmanager_resend_s,
+            external_url=settings.dashboard_url(),
         )
         state.alert_listeners.append(sink.submit)
         state.background.append(sink.run)

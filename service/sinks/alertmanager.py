@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter
@@ -65,6 +66,16 @@ def am_annotations(alert: Alert) -> dict[str, str]:
     return notes
 
 
+def generator_url(alert: Alert, external_url: str) -> str:
+    """The dashboard's drill-down of the alert's GPU or node (Alertmanager's "Source" link); the
+    cluster view for cluster alerts."""
+    base = external_url.rstrip("/") + "/"
+    if not alert.node:
+        return base
+    where = {"node": alert.node} | ({"gpu": str(alert.gpu)} if alert.gpu is not None else {})
+    return base + "#" + urlencode(where)
+
+
 def _rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
 
@@ -86,6 +97,7 @@ class AlertmanagerSink:
     max_backoff_s: float = 60.0
     max_resolved: int = 10_000
     clock: Callable[[], float] = time.time
+    external_url: str = ""  # where users reach prexid's dashboard: each alert's generatorURL
     active: dict[str, tuple[Alert, float]] = field(default_factory=dict)  # fp -> (alert, expires)
     resolved: dict[str, tuple[Alert, set[str]]] = field(default_factory=dict)  # fp -> (alert, urls left)
 
@@ -122,6 +134,9 @@ class AlertmanagerSink:
                 t.next_try = min(t.next_try, now) if t.failures == 0 else t.next_try
             self.wake.set()
 
+    def _generator(self, alert: Alert) -> dict[str, object]:
+        return {"generatorURL": generator_url(alert, self.external_url)} if self.external_url else {}
+
     def payload(self, url: str) -> list[dict[str, object]]:
         now = self.clock()
         for fp in [fp for fp, (_, expires) in self.active.items() if expires <= now]:
@@ -134,6 +149,7 @@ class AlertmanagerSink:
                 "startsAt": a.starts_at,
                 "endsAt": _rfc3339(min(horizon, expires)),
             }
+            | self._generator(a)
             for a, expires in self.active.values()
         ]
         body += [
@@ -143,6 +159,7 @@ class AlertmanagerSink:
                 "startsAt": a.starts_at,
                 "endsAt": a.ends_at or _rfc3339(now),
             }
+            | self._generator(a)
             for a, left in self.resolved.values()
             if url in left
         ]

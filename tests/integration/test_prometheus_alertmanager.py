@@ -139,7 +139,11 @@ async def test_alerts_reach_an_alertmanager_that_was_down_when_they_fired(tmp_pa
 
     [port] = free_ports(1)
     sink = AlertmanagerSink(
-        [f"http://127.0.0.1:{port}"], CollectorRegistry(), resend_interval_s=5.0, max_backoff_s=2.0
+        [f"http://127.0.0.1:{port}"],
+        CollectorRegistry(),
+        resend_interval_s=5.0,
+        max_backoff_s=2.0,
+        external_url="https://prexid.example.com",
     )
     sink.submit([alert()])
     task = asyncio.create_task(sink.run())
@@ -157,6 +161,8 @@ async def test_alerts_reach_an_alertmanager_that_was_down_when_they_fired(tmp_pa
 
             [found] = await wait_for(listed, "the alert, delivered once Alertmanager is back")
             assert found["labels"]["alertname"] == "PrexidPreXid"
+            # Alertmanager's "Source" link: the dashboard's drill-down of that GPU
+            assert found["generatorURL"] == "https://prexid.example.com/#node=node-03&gpu=5"
             assert sink.targets[0].failures == 0
         finally:
             am.stop()

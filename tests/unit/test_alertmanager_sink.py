@@ -8,7 +8,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from prexid.service.schemas import Alert
-from prexid.service.sinks.alertmanager import AlertmanagerSink, am_labels
+from prexid.service.sinks.alertmanager import AlertmanagerSink, am_labels, generator_url
 
 NOW = 1_796_205_600.0
 
@@ -116,3 +116,18 @@ async def test_xid_alerts_expire_after_their_hold() -> None:
     assert len(sink.payload("http://am1")) == 1
     clock.t += sink.xid_hold_s + 1
     assert sink.payload("http://am1") == []
+
+
+def test_generator_url_is_the_dashboard_drill_down_of_the_alerts_entity() -> None:
+    assert generator_url(alert(), "http://prexid:8000/") == "http://prexid:8000/#node=node-03&gpu=5"
+    node = alert().model_copy(update={"gpu": None})
+    assert generator_url(node, "http://prexid:8000") == "http://prexid:8000/#node=node-03"
+    cluster = alert().model_copy(update={"gpu": None, "node": None})
+    assert generator_url(cluster, "http://prexid:8000") == "http://prexid:8000/"
+
+
+def test_every_alert_posted_carries_its_generator_url_when_prexid_knows_its_address() -> None:
+    sink = AlertmanagerSink(["http://am"], CollectorRegistry(), clock=Clock(), external_url="http://p:8000")
+    sink.submit([alert()])
+    (posted,) = sink.payload("http://am")
+    assert posted["generatorURL"] == "http://p:8000/#node=node-03&gpu=5"
