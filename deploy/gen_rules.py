@@ -119,6 +119,15 @@ HEALTH_RULES = [
         "prexid {{ $labels.instance }} refused new series at its cardinality limit: some GPUs are unwatched",
     ),
     alert(
+        "PrexidKeysMisplaced",
+        "increase(prexid_key_placement_mismatches_total[15m]) > 0",
+        "0m",
+        "prexid",
+        "critical",
+        "prexid {{ $labels.instance }}: topic {{ $labels.topic }} puts node keys on other partitions than "
+        "another input topic does: those nodes' Xids never meet their metrics",
+    ),
+    alert(
         "PrexidSlowBatches",
         "histogram_quantile(0.99, sum by (job, instance, le) "
         "(rate(prexid_batch_duration_seconds_bucket[5m]))) > 2",

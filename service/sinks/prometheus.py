@@ -214,6 +214,12 @@ class Telemetry:
             "Xids paged after waiting the longest hold for a metric partition that still looked behind",
             registry=registry,
         )
+        self.key_placement_mismatches = Counter(
+            "prexid_key_placement_mismatches",
+            "Record keys found on a different partition index than the same key on another input topic",
+            ["topic"],
+            registry=registry,
+        )
         self.alerts = Counter(
             "prexid_alerts", "Alert messages emitted", ["kind", "status"], registry=registry
         )

@@ -31,6 +31,7 @@ from prexid.service.app.settings import Settings
 from prexid.service.pipeline.processor import Message, Output, Processor, Run, stream_name
 from prexid.service.sinks.kafka import KafkaSink
 from prexid.service.sources.kafka_security import client_options
+from prexid.service.sources.key_placement import KeyPlacement
 from prexid.service.state import snapshot
 from prexid.service.state.changelog_store import ChangelogStore
 from prexid.service.state.handoff import Handoff
@@ -97,6 +98,7 @@ class KafkaRunner:
         self.last_checkpoint = time.monotonic()
         self.in_batch = False
         self.assignments = 0  # completed handoffs, so callers can wait for one to finish
+        self.placement = KeyPlacement(n_partitions=0)  # sized once the partition count is known
 
     def _make_clients(self) -> None:
         settings = self.settings
@@ -127,7 +129,9 @@ class KafkaRunner:
                 "the broker's reason (e.g. authentication failed) is logged just above"
             ) from err
         try:
-            await self.store.start(await self._partition_count())
+            n_partitions = await self._partition_count()
+            self.placement = KeyPlacement(n_partitions)
+            await self.store.start(n_partitions)
             try:
                 self.consumer.subscribe([*s.metrics_topics, *s.logs_topics], listener=Handoff(self))
                 await self.consumer.start()
@@ -191,6 +195,7 @@ class KafkaRunner:
         cut short while publishing (SIGTERM in a rolling deploy) leaves offsets a checkpoint may commit
         only as far as what was published."""
         self._refetch_unowned(batch)
+        self._check_key_placement(batch)
         out = Output()
         done: list[tuple[Shard, dict[TopicPartition, int]]] = []
         for index, shard in self.shards.items():
@@ -217,6 +222,23 @@ class KafkaRunner:
         await self._publish(out)
         for shard, offsets in done:
             shard.offsets |= offsets
+
+    def _check_key_placement(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        """Count (and log) keys that one topic places on another partition index than another topic
+        does: that node's Xids and metrics meet in no shard (`key_placement`)."""
+        for tp, records in batch.items():
+            for key in self.placement.observe(tp.topic, tp.partition, (r.key for r in records)):
+                self.state.telemetry.key_placement_mismatches.labels(tp.topic).inc()
+                log.warning(
+                    "key %r is on partition %d of %s but elsewhere on another topic: its Xids and metrics "
+                    "never meet; producers hash keys differently (%s: %s). Configure every shipper with "
+                    "the murmur2 partitioner (docs/deploy.md, deploy/shippers/)",
+                    key[:64],
+                    tp.partition,
+                    tp.topic,
+                    tp.topic,
+                    self.placement.partitioner(tp.topic),
+                )
 
     def _refetch_unowned(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Seek back to what was fetched for an assigned partition whose shard is not restored yet.
