@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,11 @@ class ServiceState:
     ready: bool = False
     not_ready_reason: str = "starting"
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # e.g. sinks
-    history: ScoreHistory = field(default_factory=lambda: ScoreHistory(120))
+    history_ticks: int = 120
+    # each pipeline's own score history (entity ids are per pipeline); a shard's goes with its pipeline
+    histories: weakref.WeakKeyDictionary[Pipeline, ScoreHistory] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
     alert_listeners: list[Callable[[list[Alert]], None]] = field(default_factory=list)  # sinks
     shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
     admin_token: SecretStr | None = None  # admin endpoints are off without one
@@ -44,6 +49,15 @@ class ServiceState:
                 return shard
         return self.pipeline
 
+    def record_history(self, pipeline: Pipeline) -> None:
+        """Keep `pipeline`'s score history for the dashboard: every pipeline, not only the first (under
+        `prexid run` the first never gets data; the shards do)."""
+        history = self.histories[pipeline] = ScoreHistory(self.history_ticks)
+        pipeline.tick_listeners.append(history.record)
+
+    def history_of(self, pipeline: Pipeline) -> ScoreHistory:
+        return self.histories.get(pipeline) or ScoreHistory(self.history_ticks)
+
     def pipelines(self) -> list[Pipeline]:
         """Every live pipeline: one per owned partition under `prexid run`, else the only one."""
         return list(self.shards.values()) or [self.pipeline]
@@ -52,7 +66,7 @@ class ServiceState:
     def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
         state: ServiceState
         telemetry = Telemetry(CollectorRegistry(), lambda: state.pipelines())  # bound late: shards change
-        state = cls(pipeline, telemetry, history=ScoreHistory(history_ticks))
+        state = cls(pipeline, telemetry, history_ticks=history_ticks)
         telemetry.partitions.set_function(lambda: len(state.shards))
-        pipeline.tick_listeners.append(state.history.record)
+        state.record_history(pipeline)
         return state

@@ -43,6 +43,8 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         state = ServiceState.new(pipeline, settings.history_ticks)
         state.admin_token = settings.admin_token
         state.series_budget = budget
+    else:
+        state.record_history(pipeline)  # one more partition's pipeline (`prexid run`)
     processor = processor_of(pipeline, state.telemetry, settings)
     if first and settings.alertmanager_urls:
         from prexid.service.sinks.alertmanager import AlertmanagerSink

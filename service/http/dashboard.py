@@ -60,11 +60,11 @@ def _floats(values: np.ndarray) -> list[float | None]:
 
 
 def entity_history(state: ServiceState, node: str, gpu: int | None) -> EntityHistoryOut:
-    p = state.pipeline
+    p = state.pipeline_of(node)  # under `prexid run`, the shard that owns the node's partition
     eid = p.registry.entity_ids.get(Entity(node, gpu))
     if eid is None:
         raise HTTPException(404, f"no entity node={node} gpu={gpu}")
-    hist = state.history.of(eid)
+    hist = state.history_of(p).of(eid)
     families = [
         FamilyHistory(family=Family(f).label, surprise=_floats(hist.families[:, f]))
         for f in range(hist.families.shape[1])

@@ -1,4 +1,5 @@
-"""The live dashboard in real headless Chromium (Debian's), against a real `prexid demo` process.
+"""The live dashboard in real headless Chromium (Debian's), against a real `prexid demo` process and a
+real `prexid run` on the real broker.
 
 The page must load from the service alone (no CDN), draw one heatmap cell per node and GPU with the
 scores the JSON API reports, list the active alerts, and open a drill-down for the degrading GPU.
@@ -7,15 +8,25 @@ A screenshot is written to artifacts/ for people to look at.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+import sys
+import uuid
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from tests.integration.demo_process import demo_server
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.integration.demo_process import demo_server, wait_for_xid
+from tests.integration.kafka_broker import free_ports
+from tests.integration.traffic import create_service_topics, env_for, produce, settings_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -30,6 +41,7 @@ CHROMIUM_FLAGS = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +137,59 @@ def test_clicking_the_xid_alert_opens_the_gpu_drill_down_and_a_screenshot_is_wri
     shot = ARTIFACTS / "dashboard.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+# `prexid run` on the real broker: two partitions, so the node's data live in a shard's pipeline, not
+# in the first pipeline `build` makes (which under `run` never gets data).
+RUN_CLUSTER = DemoCluster(nodes=4, gpus=4, duration_s=2100.0, fault=DemoFault(node=1, gpu=2, xid_at_s=1800.0))
+
+
+def in_own_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on a loop of its own thread (pytest-asyncio's session loop owns this one)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+@pytest.fixture(scope="module")
+def run_server(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    topics = in_own_loop(create_service_topics(kafka_bootstrap, 2))
+    settings = settings_for(kafka_bootstrap, topics, f"dash-{uuid.uuid4().hex[:8]}")
+    in_own_loop(produce(kafka_bootstrap, topics["metrics"], topics["logs"], simulate(RUN_CLUSTER)))
+    [port] = free_ports(1)
+    env = {**os.environ, **env_for(settings), "PREXID_HTTP_PORT": str(port), "PREXID_HTTP_HOST": "127.0.0.1"}
+    log_path = tmp_path_factory.mktemp("run") / "prexid.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prexid.service.app.cli", "run"], env=env, stdout=log, stderr=log
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_xid(base, proc, log_path)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_under_prexid_run_the_drill_down_has_history_evidence_and_labelled_axes(
+    run_server: str, page: Page
+) -> None:
+    node, gpu = RUN_CLUSTER.host(1), 2
+    history = httpx.get(f"{run_server}/api/v1/history/{node}", params={"gpu": gpu})
+    assert history.status_code == 200, history.text  # was 404 for every entity under `prexid run`
+    assert len(history.json()["ticks"]) > 10
+    page.goto(run_server + f"/#node={node}&gpu={gpu}")
+    page.wait_for_selector("#detail:not([hidden]) .family", timeout=20_000)
+    points = page.get_attribute("#detail-score polyline", "points") or ""
+    assert len(points.split()) > 10
+    assert page.eval_on_selector_all("#evidence tbody tr[data-family]", "trs => trs.length") > 0
+    y_labels = page.eval_on_selector_all("#detail-score .tick-label", "ts => ts.map(t => t.textContent)")
+    assert {"0", "0.5", "1"} <= set(y_labels)  # the score axis
+    times = [t for t in y_labels if ":" in t]  # and event times (HH:MM) on the x axis
+    assert len(times) >= 2 and times == sorted(times)
+    spark_axes = page.eval_on_selector_all(
+        "#detail .family svg .axis-title", "ts => ts.map(t => t.textContent)"
+    )
+    assert "-log10 p" in spark_axes
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-run.png"), full_page=True)

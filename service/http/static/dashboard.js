@@ -71,35 +71,66 @@ function renderAlerts(alerts) {
   document.getElementById("alerts").replaceChildren(...items);
 }
 
-function polyline(svg, values, width, height, yMax, cls) {
-  const pts = values
-    .map((v, i) => (v === null ? null : `${(i / Math.max(1, values.length - 1)) * width},${height - (Math.min(v, yMax) / yMax) * height}`))
-    .filter((p) => p !== null);
-  const line = document.createElementNS(SVG_NS, "polyline");
-  line.setAttribute("class", cls);
-  line.setAttribute("points", pts.join(" "));
-  svg.append(line);
+// Charts keep their text upright: a fixed viewBox with margins for the axes, scaled as a whole.
+const AXIS = { left: 40, right: 8, top: 16, bottom: 22 };
+
+function svgEl(tag, attrs, text = "") {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
+function clock(iso) {
+  return iso ? iso.slice(11, 16) : "";  // HH:MM of an RFC 3339 event time (UTC)
+}
+
+// A line chart of `values` over `ticks` with a y axis from 0 to yMax (labelled at `yTicks`), an x axis
+// of event times (UTC), optional dashed threshold, and the axis titles.
+function chart(svg, { width, height, ticks, values, yMax, yTicks, yTitle, threshold = null }) {
+  svg.replaceChildren();
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const x0 = AXIS.left, x1 = width - AXIS.right, y0 = height - AXIS.bottom, y1 = AXIS.top;
+  const x = (i) => x0 + (i / Math.max(1, values.length - 1)) * (x1 - x0);
+  const y = (v) => y0 - (Math.min(v, yMax) / yMax) * (y0 - y1);
+  svg.append(svgEl("line", { x1: x0, x2: x1, y1: y0, y2: y0, class: "axis" }));
+  svg.append(svgEl("line", { x1: x0, x2: x0, y1: y0, y2: y1, class: "axis" }));
+  for (const v of yTicks) {
+    svg.append(svgEl("line", { x1: x0 - 3, x2: x0, y1: y(v), y2: y(v), class: "axis" }));
+    svg.append(svgEl("text", { x: x0 - 5, y: y(v) + 3, class: "tick-label", "text-anchor": "end" }, String(v)));
+  }
+  svg.append(svgEl("text", { x: x0 + 4, y: 11, class: "axis-title" }, yTitle));
+  const marks = ticks.length > 1 ? [0, Math.floor((ticks.length - 1) / 2), ticks.length - 1] : [0];
+  const anchor = (i) => (i === 0 ? "start" : i === ticks.length - 1 ? "end" : "middle");
+  for (const i of ticks.length ? marks : []) {
+    svg.append(svgEl("text", { x: x(i), y: height - 6, class: "tick-label", "text-anchor": anchor(i) }, clock(ticks[i])));
+  }
+  if (threshold !== null) {
+    svg.append(svgEl("line", { x1: x0, x2: x1, y1: y(threshold), y2: y(threshold), class: "threshold" }));
+  }
+  const pts = values.map((v, i) => (v === null ? null : `${x(i)},${y(v)}`)).filter((pt) => pt !== null);
+  svg.append(svgEl("polyline", { class: "line", points: pts.join(" ") }));
 }
 
 function renderDetail(hist) {
   const what = hist.gpu === null ? `node ${hist.node} (host signals)` : `GPU ${hist.gpu} on ${hist.node}`;
   document.getElementById("detail-title").textContent = `Drill-down: ${what}`;
   const span = hist.ticks.length ? `${hist.ticks[0]} → ${hist.ticks[hist.ticks.length - 1]}` : "no ticks yet";
-  document.getElementById("detail-summary").textContent = `${hist.ticks.length} ticks, ${span}`;
-  const svg = document.getElementById("detail-score");
-  svg.replaceChildren();
-  const threshold = document.createElementNS(SVG_NS, "line");
-  for (const [k, v] of Object.entries({ x1: 0, x2: 600, y1: 80, y2: 80, class: "threshold" })) threshold.setAttribute(k, v);
-  svg.append(threshold);
-  polyline(svg, hist.scores, 600, 160, 1, "line");
+  document.getElementById("detail-summary").textContent = `${hist.ticks.length} ticks, ${span} (event time, UTC)`;
+  chart(document.getElementById("detail-score"), {
+    width: 600, height: 170, ticks: hist.ticks, values: hist.scores, yMax: 1, yTicks: [0, 0.5, 1],
+    yTitle: "score", threshold: 0.5,
+  });
   const fams = hist.families.map((f) => {
     const box = el("div", { class: "family", "data-family": f.family });
     const peak = Math.max(1, ...f.surprise.filter((v) => v !== null));
     box.append(el("div", {}, `${f.family} (peak surprise ${peak.toFixed(1)})`));
     const spark = document.createElementNS(SVG_NS, "svg");
-    spark.setAttribute("viewBox", "0 0 280 60");
-    spark.setAttribute("preserveAspectRatio", "none");
-    polyline(spark, f.surprise, 280, 60, peak, "line");
+    spark.setAttribute("class", "spark");
+    chart(spark, {
+      width: 300, height: 90, ticks: hist.ticks, values: f.surprise, yMax: peak,
+      yTicks: [0, Math.round(peak)], yTitle: "-log10 p",
+    });
     box.append(spark);
     return box;
   });
