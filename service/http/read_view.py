@@ -47,6 +47,7 @@ class ScoresCopy:
     last_tick: float
     entities: list[Entity]
     fused: NDArray[np.float64]
+    dcgm_of: dict[int, tuple[str, str, str]]  # GPU entity -> (Hostname, UUID, pci_bus_id)
 
     @classmethod
     def of(cls, p: Pipeline) -> ScoresCopy:
@@ -56,6 +57,7 @@ class ScoresCopy:
             p.fusion.last_tick,
             list(p.registry.entities),
             np.array(p.fused_scores, dtype=np.float64),  # a copy: the next tick may reuse the array
+            dict(p.registry.dcgm_of),
         )
 
 
@@ -119,7 +121,9 @@ class ReadView:
 
     def _render(self, cluster: str, copies: list[ScoresCopy]) -> View:
         scores = [score01(c.fused, c.fire).tolist() for c in copies]
-        metrics = self._text.render((c.cluster, c.entities, s) for c, s in zip(copies, scores, strict=True))
+        metrics = self._text.render(
+            (c.cluster, c.entities, s, c.dcgm_of) for c, s in zip(copies, scores, strict=True)
+        )
         return View(metrics, scores_json(cluster, copies, scores))
 
 

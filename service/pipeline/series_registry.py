@@ -101,7 +101,9 @@ class SeriesRegistry:
     parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
     gpu_by_pci: dict[tuple[str, str], int] = field(default_factory=dict)
     gpu_by_uuid: dict[str, int] = field(default_factory=dict)
-    uuid_of: dict[int, str] = field(default_factory=dict)  # GPU entity -> UUID label
+    # GPU entity -> its DCGM identity labels (Hostname, UUID, pci_bus_id), so score metrics can carry
+    # them and PromQL join them with dcgm-exporter's series
+    dcgm_of: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     refused: int = 0
 
     def __post_init__(self) -> None:
@@ -123,7 +125,7 @@ class SeriesRegistry:
             "entities": [[e.node, e.gpu] for e in self.entities],
             "gpu_by_pci": [[node, pci, eid] for (node, pci), eid in self.gpu_by_pci.items()],
             "gpu_by_uuid": self.gpu_by_uuid,
-            "uuid_of": [[eid, uuid] for eid, uuid in self.uuid_of.items()],
+            "dcgm_of": [[eid, *labels] for eid, labels in self.dcgm_of.items()],
             "parent_of": self.parent_of,
             "refused": self.refused,
         }
@@ -152,7 +154,7 @@ class SeriesRegistry:
         self.entity_ids = {e: i for i, e in enumerate(self.entities)}
         self.gpu_by_pci = {(node, pci): int(eid) for node, pci, eid in meta["gpu_by_pci"]}
         self.gpu_by_uuid = {str(k): int(v) for k, v in meta["gpu_by_uuid"].items()}
-        self.uuid_of = {int(eid): str(uuid) for eid, uuid in meta["uuid_of"]}
+        self.dcgm_of = {int(eid): (str(h), str(u), str(pci)) for eid, h, u, pci in meta.get("dcgm_of", [])}
         self.parent_of = [int(e) for e in meta["parent_of"]]
         self.refused = int(meta["refused"])
 
@@ -224,7 +226,8 @@ class SeriesRegistry:
         uuid = labels.get("UUID") or labels.get("uuid")
         if uuid:
             self.gpu_by_uuid[uuid.lower()] = eid
-            self.uuid_of[eid] = uuid
+        if eid not in self.dcgm_of and (uuid or labels.get("pci_bus_id")):
+            self.dcgm_of[eid] = (labels.get("Hostname", ""), uuid or "", labels.get("pci_bus_id", ""))
 
     def intern_many(self, names: Sequence[str], labels: Sequence[dict[str, str]]) -> NDArray[np.int64]:
         """Series ids for parallel name/label columns (-1 where the cardinality limit refused)."""

@@ -10,7 +10,7 @@ server renders them apart, from a copy of the scores, once per tick at most (`En
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 
 import numpy as np
@@ -32,6 +32,11 @@ GPU_SCORE = "prexid_gpu_fused_score"
 GPU_SCORE_HELP = "Fused anomaly score of a GPU, 0..1; 0.5 is the firing threshold"
 NODE_SCORE = "prexid_node_fused_score"
 NODE_SCORE_HELP = "Fused anomaly score of a node's own signals, 0..1"
+
+# dcgm-exporter's identity labels on every GPU score, so PromQL can join scores with DCGM series
+IDENTITY_LABELS = ("Hostname", "UUID", "pci_bus_id")
+Identity = tuple[str, str, str]
+NO_IDENTITY: Identity = ("", "", "")  # not learnt (yet): empty labels are absent ones to Prometheus
 
 _float_text: Callable[[float], str] = floatToGoString  # as generate_latest writes a value (untyped)
 _entity_scores_apart: ContextVar[bool] = ContextVar("entity_scores_apart", default=False)
@@ -62,30 +67,39 @@ class EntityScoreText:
     Not safe to render from two threads at once."""
 
     def __init__(self) -> None:
-        self._prefix: dict[str, dict[Entity, str]] = {}  # by cluster, then entity
+        self._prefix: dict[str, dict[tuple[Entity, Identity], str]] = {}  # by cluster, then entity
 
-    def render(self, pipelines: Iterable[tuple[str, Sequence[Entity], Sequence[float]]]) -> bytes:
-        """`pipelines`: (cluster, entities, 0..1 scores) of each; entities past the scores are skipped."""
+    def render(
+        self,
+        pipelines: Iterable[tuple[str, Sequence[Entity], Sequence[float], Mapping[int, Identity]]],
+    ) -> bytes:
+        """`pipelines`: (cluster, entities, 0..1 scores, GPU entity -> DCGM identity) of each; entities
+        past the scores are skipped."""
         gpu = [f"# HELP {GPU_SCORE} {GPU_SCORE_HELP}\n# TYPE {GPU_SCORE} gauge\n"]
         node = [f"# HELP {NODE_SCORE} {NODE_SCORE_HELP}\n# TYPE {NODE_SCORE} gauge\n"]
         seen = 0
-        for cluster, entities, scores in pipelines:
+        for cluster, entities, scores, dcgm_of in pipelines:
             seen += len(scores)
             prefix = self._prefix.setdefault(cluster, {})
-            for ent, score in zip(entities, scores, strict=False):
-                head = prefix.get(ent)
+            for eid, (ent, score) in enumerate(zip(entities, scores, strict=False)):
+                key = (ent, dcgm_of.get(eid, NO_IDENTITY))
+                head = prefix.get(key)
                 if head is None:
-                    head = prefix[ent] = self._head(cluster, ent)
+                    head = prefix[key] = self._head(cluster, *key)
                 (node if ent.gpu is None else gpu).append(f"{head}{_float_text(score)}\n")
         if sum(map(len, self._prefix.values())) > 2 * seen:
             self._prefix.clear()
         return "".join(gpu + node).encode()
 
     @staticmethod
-    def _head(cluster: str, ent: Entity) -> str:
+    def _head(cluster: str, ent: Entity, identity: Identity) -> str:
         if ent.gpu is None:
             return f'{NODE_SCORE}{{cluster="{_label(cluster)}",node="{_label(ent.node)}"}} '
-        return f'{GPU_SCORE}{{cluster="{_label(cluster)}",gpu="{ent.gpu}",node="{_label(ent.node)}"}} '
+        hostname, uuid, pci = map(_label, identity)  # labels in generate_latest's (sorted) order
+        return (
+            f'{GPU_SCORE}{{Hostname="{hostname}",UUID="{uuid}",cluster="{_label(cluster)}",gpu="{ent.gpu}",'
+            f'node="{_label(ent.node)}",pci_bus_id="{pci}"}} '
+        )
 
 
 class FusedScoreCollector(Collector):
@@ -119,7 +133,9 @@ class FusedScoreCollector(Collector):
 
     @staticmethod
     def _entity_scores(pipelines: list[Pipeline]) -> Iterator[GaugeMetricFamily]:
-        gpu = GaugeMetricFamily(GPU_SCORE, GPU_SCORE_HELP, labels=["cluster", "node", "gpu"])
+        gpu = GaugeMetricFamily(
+            GPU_SCORE, GPU_SCORE_HELP, labels=["cluster", "node", "gpu", *IDENTITY_LABELS]
+        )
         node = GaugeMetricFamily(NODE_SCORE, NODE_SCORE_HELP, labels=["cluster", "node"])
         for p in pipelines:
             cluster = p.config.cluster
@@ -129,7 +145,8 @@ class FusedScoreCollector(Collector):
                 if ent.gpu is None:
                     node.add_metric([cluster, ent.node], score)
                 else:
-                    gpu.add_metric([cluster, ent.node, str(ent.gpu)], score)
+                    identity = p.registry.dcgm_of.get(eid, NO_IDENTITY)
+                    gpu.add_metric([cluster, ent.node, str(ent.gpu), *identity], score)
         yield gpu
         yield node
 

@@ -221,21 +221,23 @@ def test_entity_score_text_writes_what_generate_latest_writes_escapes_included()
 
     entities = [Entity('we"ird\\node\n', None), Entity('we"ird\\node\n', 3), Entity("n2", 0)]
     values = [0.25, 1.0, 1e-20]
+    ids = ("Hostname", "UUID", "pci_bus_id")
+    dcgm_of = {1: ('We"ird.Node', "GPU-1\\x", "00000000:3B:00.0")}  # GPU 0 of n2: not learnt yet
 
     class Reference(Collector):
         def collect(self) -> list[GaugeMetricFamily]:
-            gpu = GaugeMetricFamily("prexid_gpu_fused_score", "x", labels=["cluster", "node", "gpu"])
+            gpu = GaugeMetricFamily("prexid_gpu_fused_score", "x", labels=["cluster", "node", "gpu", *ids])
             node = GaugeMetricFamily("prexid_node_fused_score", "x", labels=["cluster", "node"])
-            for ent, v in zip(entities, values, strict=True):
+            for eid, (ent, v) in enumerate(zip(entities, values, strict=True)):
                 if ent.gpu is None:
                     node.add_metric(["c\\1", ent.node], v)
                 else:
-                    gpu.add_metric(["c\\1", ent.node, str(ent.gpu)], v)
+                    gpu.add_metric(["c\\1", ent.node, str(ent.gpu), *dcgm_of.get(eid, ("", "", ""))], v)
             return [gpu, node]
 
     registry = CollectorRegistry()
     registry.register(Reference())
-    ours = EntityScoreText().render([("c\\1", entities, values)]).decode()
+    ours = EntityScoreText().render([("c\\1", entities, values, dcgm_of)]).decode()
     theirs = generate_latest(registry).decode()
     assert [line for line in ours.splitlines() if not line.startswith("#")] == [
         line for line in theirs.splitlines() if not line.startswith("#")
