@@ -64,7 +64,8 @@ def test_metrics_expose_fused_scores_and_lead_time(
     text = generate_latest(state.telemetry.registry).decode()
     assert 'prexid_xid_events_total{code="79",preceded="true"} 1.0' in text
     assert "prexid_pre_xid_lead_time_seconds_count 1.0" in text
-    assert 'prexid_gpu_fused_score{cluster="default",gpu="5",node="node-03"}' in text
+    gpu_lines = [line for line in text.splitlines() if line.startswith("prexid_gpu_fused_score{")]
+    assert any('gpu="5"' in line and 'node="node-03"' in line for line in gpu_lines)
 
 
 async def test_http_serves_health_readiness_metrics_and_alerts(
