@@ -218,7 +218,9 @@ def health_panels() -> list[dict[str, Any]]:
             (8, 42, 8, 8),
             [
                 target("sum by (instance) (prexid_series)", "known {{instance}}"),
-                target("sum by (instance) (prexid_series_refused)", "refused {{instance}}", "B"),
+                target(
+                    "sum by (instance) (rate(prexid_series_refused_total[5m]))", "refused/s {{instance}}", "B"
+                ),
             ],
         ),
         panel(

@@ -112,7 +112,7 @@ HEALTH_RULES = [
     ),
     alert(
         "PrexidSeriesRefused",
-        "delta(prexid_series_refused[15m]) > 0",
+        "increase(prexid_series_refused_total[15m]) > 0",
         "0m",
         "prexid",
         "warning",

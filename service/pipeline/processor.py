@@ -200,7 +200,9 @@ class Processor:
         `now` (wall time, live feeds only) bounds how long an Xid is held for a backlogged metric
         partition: one whose leader is away looks backlogged for as long as it is away."""
         out = Output()
+        refused_before = self.pipeline.registry.refused
         by_source, decoded = self._decode_metrics(metrics, out)
+        self.telemetry.series_refused.inc(self.pipeline.registry.refused - refused_before)
         lines = self._decode_logs(logs, out)
         for source, cols in by_source.items():
             ids, ts, values, refused = self._refuse_future(source, cols, out)

@@ -254,12 +254,11 @@ class Telemetry:
         )
         self.series = Gauge("prexid_series", "Series known to this process", registry=registry)
         self.series.set_function(lambda: sum(len(p.registry) for p in pipelines()))
-        self.series_refused = Gauge(
+        self.series_refused = Counter(  # counted as refused, not summed over shards (they come and go)
             "prexid_series_refused",
-            "New series refused by the cardinality limit since start",
+            "New series refused by the cardinality limit",
             registry=registry,
         )
-        self.series_refused.set_function(lambda: sum(p.registry.refused for p in pipelines()))
         self.batch_seconds = Histogram(
             "prexid_batch_duration_seconds", "Time to process one consumed batch", registry=registry
         )

@@ -87,7 +87,7 @@ def test_the_cardinality_limit_refuses_series_and_says_so_in_a_metric() -> None:
     body = "".join(f'node_load1{{cpu="{i}"}} 1\n' for i in range(10)).encode()
     proc.process([Message(body, T0, "m", 0, 0, key=b"node-1")], [], backlogged=())
     assert reg.get_sample_value("prexid_series") == 3.0
-    assert reg.get_sample_value("prexid_series_refused") == 7.0
+    assert reg.get_sample_value("prexid_series_refused_total") == 7.0
 
 
 def test_the_host_travels_in_a_header_or_the_key() -> None:
