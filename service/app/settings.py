@@ -6,6 +6,7 @@ Precedence: explicit arguments > environment > TOML file (`PREXID_CONFIG_FILE` o
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +48,14 @@ class DetectionSettings(BaseModel):
     xid_resolve_after_s: float = Field(
         3600.0, gt=0, description="event seconds an Xid alert stays firing after its burst's last Xid"
     )
+
+    @field_validator("multivariate")
+    @classmethod
+    def _river_installed(cls, on: bool) -> bool:
+        """The voter is river's: say so at start, not at the first tick of the first node."""
+        if on and importlib.util.find_spec("river") is None:
+            raise ValueError("the multivariate voter needs river: pip install 'prexid[river]'")
+        return on
 
     def pipeline_config(
         self, cluster: str, runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL

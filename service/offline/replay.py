@@ -81,9 +81,11 @@ def _inputs(args: argparse.Namespace) -> tuple[bool, Path]:
 def _replay_with_baselines(
     data: Path, baselines: bool, out_dir: Path, processor: Processor, writer: AlertWriter, console: Console
 ) -> int:
-    from prexid.service.offline.baselines.runner import BaselineRunner
+    from prexid.service.offline.baselines.runner import HST_AVAILABLE, BaselineRunner
 
     runner = BaselineRunner(data, out_dir) if baselines else None
+    if runner is not None and not HST_AVAILABLE:
+        console.print("no hst baseline: river is not installed (pip install 'prexid[river]')")
     n = replay_columnar(data, processor, writer, console, runner)
     if runner is not None:
         runner.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Protocol
 
@@ -10,9 +11,11 @@ import orjson
 from numpy.typing import NDArray
 
 from prexid.service.offline.baselines.episodes import Layout
-from prexid.service.offline.baselines.hst import NodeHST
 from prexid.service.offline.baselines.static_rules import StaticRules
 from prexid.service.offline.baselines.zscore import ZScore
+
+# river is an extra (`prexid[river]`): without it the HalfSpaceTrees baseline is left out, and said so
+HST_AVAILABLE = importlib.util.find_spec("river") is not None
 
 
 class Baseline(Protocol):
@@ -28,7 +31,11 @@ class BaselineRunner:
         series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
         layout = Layout.from_series(series)
         self.out_dir = out_dir
-        self.baselines: list[Baseline] = [StaticRules(layout), ZScore(layout), NodeHST(layout)]
+        self.baselines: list[Baseline] = [StaticRules(layout), ZScore(layout)]
+        if HST_AVAILABLE:
+            from prexid.service.offline.baselines.hst import NodeHST
+
+            self.baselines.append(NodeHST(layout))
 
     def observe(self, ts: float, row: NDArray[np.float64]) -> None:
         for b in self.baselines:

@@ -19,6 +19,7 @@ the bank in random order and the baseline take turns of a quarter second until e
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -238,6 +239,8 @@ def report(console: Console, bank: Result, alone: list[Result], river: Result) -
 
 
 def cmd_bench_detectors(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("river") is None:
+        raise SystemExit("prexid bench detectors races river as its baseline: pip install 'prexid[river]'")
     console = Console()
     seconds = float(getattr(args, "seconds", 1.0))
     with Progress(console=console, transient=True) as progress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections import Counter
 from pathlib import Path
 
@@ -81,18 +82,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         n: attribution.attribute(r.false_alerts, events) for n, r in results.items()
     }
     args.report.mkdir(parents=True, exist_ok=True)
-    from prexid.service.offline.evaluate import plots  # matplotlib: only here, not in every `prexid` command
-
-    pngs = [plots.lead_times(results, args.report / "lead_times.png").name]
-    chosen = plots.pick_failure(results["prexid"])
-    if chosen is not None and (data / "series.jsonl").exists():
-        tl = plots.timeline(data, chosen, detections, args.report / "timeline.png")
-        pngs += [tl.name] if tl else []
+    if (
+        importlib.util.find_spec("matplotlib") is None
+    ):  # an extra: the figures are the report's, not its plots
+        pngs: list[str] = []
+        console.print("no plots: matplotlib is not installed (pip install 'prexid[plot]')")
+    else:
+        pngs = write_plots(args.report, data, results, detections)
     title = f"prexid evaluation: {nodes} nodes, {days:g} simulated days, {len(labels)} labelled failures"
     (args.report / "report.md").write_text(render(title, rules, summaries, results, causes, pngs))
     console.print(table(summaries))
     console.print(f"report: {args.report / 'report.md'}")
     return 0
+
+
+def write_plots(
+    report: Path, data: Path, results: dict[str, Result], detections: dict[str, list[Detection]]
+) -> list[str]:
+    """The lead-time plot and one failure's timeline; their file names, for the report to embed."""
+    from prexid.service.offline.evaluate import plots  # matplotlib: only here, not in every `prexid` command
+
+    pngs = [plots.lead_times(results, report / "lead_times.png").name]
+    chosen = plots.pick_failure(results["prexid"])
+    if chosen is not None and (data / "series.jsonl").exists():
+        tl = plots.timeline(data, chosen, detections, report / "timeline.png")
+        pngs += [tl.name] if tl else []
+    return pngs
 
 
 def table(summaries: dict[str, Summary]) -> Table:
