@@ -27,7 +27,9 @@ from prexid.service.decode.syslog import decode as decode_syslog
 from prexid.service.decode.types import DecodeError, Samples
 from prexid.service.offline.sim.command import progress
 from prexid.service.pipeline.processor import Message, Output, Processor
+from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
 from prexid.service.schemas import Alert
+from prexid.service.sources.key_placement import PARTITIONERS
 
 _TS = re.compile(rb'"timestamp":"([^"]+)"')
 
@@ -39,6 +41,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("alerts.jsonl"), help="alerts as JSON lines")
     p.add_argument("--baselines", action="store_true", help="also run the baselines (columnar input only)")
     p.add_argument("--csv", type=Path, help="univariate mode: a timestamp,value CSV (see docs/evaluation.md)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="columnar input: split the nodes into this many pipelines as Kafka's murmur2 partitioner"
+        " would key them, one pipeline a partition, as `prexid run` scales out",
+    )
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -49,13 +58,20 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         n = replay_csv(args.csv, args.out)
         console.print(f"scored {n} points of {args.csv} -> {args.out}")
         return 0
-    _state, processor = build(settings)
+    if args.partitions < 1:
+        raise SystemExit("replay: --partitions must be at least 1")
+    state, processor = build(settings)
+    processors = [processor] + [build(settings, state)[1] for _ in range(args.partitions - 1)]
     columnar, metrics = _inputs(args)
+    if args.partitions > 1 and not columnar:
+        raise SystemExit("replay: --partitions needs a columnar `prexid simulate` directory")
     dead_path = args.out.with_suffix(".dead-letters.jsonl")
     with args.out.open("wb") as out, dead_path.open("wb") as dead:
         writer = AlertWriter(out, dead)
         if columnar:
-            n = _replay_with_baselines(args.data, args.baselines, args.out.parent, processor, writer, console)
+            n = _replay_with_baselines(
+                args.data, args.baselines, args.out.parent, processors, writer, console
+            )
         else:
             logs = args.logs or (args.data / "kernel.log" if args.data else None)
             n = replay_wire(metrics, logs, processor, writer, console)
@@ -79,14 +95,19 @@ def _inputs(args: argparse.Namespace) -> tuple[bool, Path]:
 
 
 def _replay_with_baselines(
-    data: Path, baselines: bool, out_dir: Path, processor: Processor, writer: AlertWriter, console: Console
+    data: Path,
+    baselines: bool,
+    out_dir: Path,
+    processors: list[Processor],
+    writer: AlertWriter,
+    console: Console,
 ) -> int:
     from prexid.service.offline.baselines.runner import HST_AVAILABLE, BaselineRunner
 
     runner = BaselineRunner(data, out_dir) if baselines else None
     if runner is not None and not HST_AVAILABLE:
         console.print("no hst baseline: river is not installed (pip install 'prexid[river]')")
-    n = replay_columnar(data, processor, writer, console, runner)
+    n = replay_columnar(data, processors, writer, console, runner)
     if runner is not None:
         runner.close()
     return n
@@ -116,7 +137,7 @@ class LogFeed:
     """Kernel lines in file order, handed out up to a given event time."""
 
     def __init__(self, path: Path | None) -> None:
-        self.lines: list[tuple[float, bytes]] = []
+        self.lines: list[tuple[float, str, bytes]] = []  # event time, host (the record key), the line
         self.pos = 0
         self.path = path
 
@@ -125,56 +146,89 @@ class LogFeed:
             return
         for raw in self.path.read_bytes().splitlines():
             try:
-                ts = decode_syslog(raw, ref_ts)[0].ts
+                line = decode_syslog(raw, ref_ts)[0]
+                ts, host = line.ts, normalise_host(line.host)
             except DecodeError:
-                ts = ref_ts  # still replayed: the processor dead-letters it with its reason
-            self.lines.append((ts, raw))
+                ts, host = ref_ts, ""  # still replayed: the processor dead-letters it with its reason
+            self.lines.append((ts, host, raw))
         self.lines.sort(key=lambda x: x[0])
 
-    def until(self, ts: float) -> list[Message]:
+    def until(self, ts: float) -> list[tuple[str, Message]]:
+        """The lines stamped before `ts`, each with the host a shipper would key its record by."""
         out = []
         while self.pos < len(self.lines) and self.lines[self.pos][0] < ts:
-            t, raw = self.lines[self.pos]
-            out.append(Message(raw, t, "replay.kernel-logs"))
+            t, host, raw = self.lines[self.pos]
+            out.append((host, Message(raw, t, "replay.kernel-logs")))
             self.pos += 1
         return out
+
+
+class Partitioning:
+    """Nodes dealt to `n` pipelines the way a producer keyed by node name deals them to Kafka's
+    partitions (murmur2, the Java client's and aiokafka's default)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def of(self, host: str) -> int:
+        return PARTITIONERS["murmur2"](host.encode(), self.n) if self.n > 1 else 0
+
+    def columns(self, names: list[str], labels: list[dict[str, str]]) -> list[NDArray[np.int64]]:
+        """For each partition, the columns (series) of the nodes it holds; series with no node go to
+        the partition of the empty key, as a record without a node key would."""
+        reg = SeriesRegistry()
+        sids = reg.intern_many(names, labels)
+        hosts = [reg.entities[int(reg.entity_of[sid])].node if sid >= 0 else "" for sid in sids.tolist()]
+        part = np.fromiter((self.of(h) for h in hosts), dtype=np.int64, count=len(hosts))
+        return [np.flatnonzero(part == p) for p in range(self.n)]
 
 
 METRICS_SOURCE = "replay.metrics:0"
 
 
 def replay_columnar(
-    data: Path, processor: Processor, writer: AlertWriter, console: Console, baselines: object
+    data: Path, processors: list[Processor], writer: AlertWriter, console: Console, baselines: object
 ) -> int:
-    """Each scrape goes into the pipeline's event-time buffer as columns (series interned once, through
-    the pipeline's own `add_samples` on the first scrape), exactly as `add_samples` would put it."""
-    pipe = processor.pipeline
+    """Each scrape goes into each pipeline's event-time buffer as columns (series interned once, through
+    the pipeline's own `add_samples` on the first scrape), exactly as `add_samples` would put it. With
+    several processors, each is one partition's: it sees only its nodes' series and kernel lines."""
     series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
     names, labels = [s["name"] for s in series], [s["labels"] for s in series]
+    parts = Partitioning(len(processors))
+    columns = parts.columns(names, labels) if parts.n > 1 else [np.arange(len(names))]
     chunks = sorted(data.glob("metrics-*.npz"))
     logs = LogFeed(data / "kernel.log")
-    ids = np.zeros(0, dtype=np.int64)
+    ids = [np.zeros(0, dtype=np.int64) for _ in processors]
     n, last = 0, 0.0
     with progress(console) as bar:
         task = bar.add_task("replaying (columnar)", total=len(chunks))
         for ts_arr, values in _chunks(chunks):
-            for ts, row in zip(ts_arr.tolist(), values, strict=True):
-                writer.write(processor.process([], logs.until(ts), ()), ts)  # lines stamped before it
+            for ts, full_row in zip(ts_arr.tolist(), values, strict=True):
+                lines = logs.until(ts)  # lines stamped before it
+                for p, (processor, cols) in enumerate(zip(processors, columns, strict=True)):
+                    pipe, row = processor.pipeline, full_row[cols]
+                    mine = [m for host, m in lines if parts.of(host) == p]
+                    writer.write(processor.process([], mine, ()), ts)
+                    if n == 0:
+                        some = [names[c] for c in cols.tolist()], [labels[c] for c in cols.tolist()]
+                        pipe.add_samples(Samples(*some, [ts] * len(cols), row.tolist()), METRICS_SOURCE)
+                        ids[p] = pipe.registry.intern_many(*some)
+                    else:
+                        present = ~np.isnan(row)
+                        pipe.buffer.add(ids[p][present], np.full(int(present.sum()), ts), row[present])
+                        pipe.watermarks.observe(METRICS_SOURCE, ts)
+                    writer.write(Output(alerts=pipe.advance()), ts)
                 if n == 0:
                     logs.prime(ts)
-                    pipe.add_samples(Samples(names, labels, [ts] * len(names), row.tolist()), METRICS_SOURCE)
-                    ids = pipe.registry.intern_many(names, labels)
-                else:
-                    present = ~np.isnan(row)
-                    pipe.buffer.add(ids[present], np.full(int(present.sum()), ts), row[present])
-                    pipe.watermarks.observe(METRICS_SOURCE, ts)
-                writer.write(Output(alerts=pipe.advance()), ts)
                 last = ts
                 if baselines is not None:
-                    baselines.observe(ts, row)  # type: ignore[attr-defined]
+                    baselines.observe(ts, full_row)  # type: ignore[attr-defined]
                 n += 1
             bar.advance(task)
-    writer.write(processor.process([], logs.until(np.inf), (), drain=True), last + 15.0)
+    rest = logs.until(np.inf)
+    for p, processor in enumerate(processors):
+        mine = [m for host, m in rest if parts.of(host) == p]
+        writer.write(processor.process([], mine, (), drain=True), last + 15.0)
     return n
 
 
@@ -195,11 +249,13 @@ def replay_wire(
         for ts, batch, nbytes in _scrapes(f):
             if n == 0:
                 logs.prime(ts)
-            writer.write(processor.process([], logs.until(ts), ()), ts)  # lines stamped before this scrape
+            lines = [m for _, m in logs.until(ts)]  # stamped before this scrape
+            writer.write(processor.process([], lines, ()), ts)
             writer.write(processor.process(batch, [], ()), ts)
             n += 1
             bar.advance(task, nbytes)
-        writer.write(processor.process([], logs.until(np.inf), (), drain=True), ts if n else 0.0)
+        rest = [m for _, m in logs.until(np.inf)]
+        writer.write(processor.process([], rest, (), drain=True), ts if n else 0.0)
     return n
 
 

@@ -86,9 +86,13 @@ def simulate(out: Path, fmt: str) -> None:
     cmd_simulate(args, warmup_s=SMALL.warmup_s)
 
 
-def replay(data: Path, out: Path) -> list[tuple[object, ...]]:
-    args = argparse.Namespace(data=data, metrics=None, logs=None, out=out, baselines=False, csv=None)
-    cmd_replay(args, Settings())
+def replay_args(*argv: str) -> argparse.Namespace:
+    """`prexid replay` as the CLI parses it."""
+    return cli.parser().parse_args(["replay", *argv])
+
+
+def replay(data: Path, out: Path, *extra: str) -> list[tuple[object, ...]]:
+    cmd_replay(replay_args(str(data), "--out", str(out), *extra), Settings())
     docs = [orjson.loads(x) for x in out.read_bytes().splitlines()]
     return [(d["kind"], d["status"], d["node"], d["gpu"], d["starts_at"], d["emitted_at"]) for d in docs]
 
@@ -111,17 +115,32 @@ def test_replay_dead_letters_unreadable_lines_with_their_reason_and_keeps_the_re
     good = AdapterEncoder(series).encode(SMALL.start, np.array([61.0]))
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_bytes(good + b'{"timestamp":"2026-12-02T10:00:15Z","value":"x","name":"A","labels":{}}\n')
-    args = argparse.Namespace(
-        data=None, metrics=metrics, logs=None, out=tmp_path / "a.jsonl", baselines=False, csv=None
-    )
-    cmd_replay(args, Settings())
+    cmd_replay(replay_args("--metrics", str(metrics), "--out", str(tmp_path / "a.jsonl")), Settings())
     (dead,) = [orjson.loads(x) for x in (tmp_path / "a.dead-letters.jsonl").read_bytes().splitlines()]
     assert dead["reason"] == "bad_value" and '"value":"x"' in dead["payload"]
 
 
 def test_replay_refuses_a_directory_without_data_with_a_clear_message(tmp_path: Path) -> None:
-    args = argparse.Namespace(
-        data=tmp_path, metrics=None, logs=None, out=tmp_path / "a.jsonl", baselines=False, csv=None
-    )
+    args = replay_args(str(tmp_path), "--out", str(tmp_path / "a.jsonl"))
     with pytest.raises(SystemExit, match=r"no series\.jsonl or metrics\.jsonl"):
+        cmd_replay(args, Settings())
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_replay_split_into_partitions_keeps_every_gpu_alert(tmp_path: Path) -> None:
+    """Each partition's pipeline sees only the nodes murmur2 keys to it, kernel lines included, so the
+    GPU alerts (Xid and pre-XID) do not depend on how the nodes are split. Node and cluster alerts
+    still do: the shared-cause vote runs per partition until the cluster aggregator (issue 19)."""
+    simulate(tmp_path / "col", "columnar")
+    one = replay(tmp_path / "col", tmp_path / "one.jsonl")
+    four = replay(tmp_path / "col", tmp_path / "four.jsonl", "--partitions", "4")
+    gpu_kinds = {"xid", "pre_xid"}
+    assert any(kind == "xid" for kind, *_ in one)
+    assert sorted(a for a in four if a[0] in gpu_kinds) == sorted(a for a in one if a[0] in gpu_kinds)
+
+
+def test_replay_refuses_partitions_for_wire_input_with_a_clear_message(tmp_path: Path) -> None:
+    simulate(tmp_path / "wire", "wire")
+    args = replay_args(str(tmp_path / "wire"), "--out", str(tmp_path / "a.jsonl"), "--partitions", "2")
+    with pytest.raises(SystemExit, match="--partitions needs a columnar"):
         cmd_replay(args, Settings())
