@@ -36,6 +36,22 @@ def run(bin_dir: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     )
 
 
+def test_the_install_is_one_prexid_package_with_no_generic_top_level_names(bare_venv: Path) -> None:
+    """`service` and `detectors` are folders of the source tree, not names put into site-packages."""
+    ok = subprocess.run(
+        [str(bare_venv / "python"), "-c", "import prexid.service, prexid.detectors"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    assert ok.returncode == 0, ok.stderr
+    for generic in ("service", "detectors"):
+        probe = subprocess.run(
+            [str(bare_venv / "python"), "-c", f"import {generic}"], capture_output=True, cwd="/"
+        )
+        assert probe.returncode != 0, f"`import {generic}` works: a generic top-level package was installed"
+
+
 def test_the_extras_are_not_installed_without_being_asked_for(bare_venv: Path) -> None:
     for module in ("river", "matplotlib"):
         probe = subprocess.run([str(bare_venv / "python"), "-c", f"import {module}"], capture_output=True)
