@@ -274,8 +274,35 @@ def health_panels() -> list[dict[str, Any]]:
     ]
 
 
+def reliability_panels() -> list[dict[str, Any]]:
+    """The node reliability ledger: the few nodes behind most failures, for RMA or burn-in."""
+    month = 'max by (node) (increase(prexid_node_failures_total{kind="xid"}[30d]))'
+    return [
+        row("Node reliability: repeat offenders", 66),
+        panel(
+            "stat",
+            "Share of this month's Xid failures caused by the 3 worst nodes",
+            (0, 67, 8, 8),
+            [target(f"sum(topk(3, {month})) / sum({month})", "top 3", instant=True)],
+            fieldConfig={"defaults": {"unit": "percentunit"}, "overrides": []},
+        ),
+        panel(
+            "bargauge",
+            "Repeat-offender score (1 or more: RMA or burn-in)",
+            (8, 67, 16, 8),
+            [
+                target(
+                    "topk(10, max by (node) (prexid_node_repeat_offender_score))",
+                    "{{node}}",
+                    instant=True,
+                )
+            ],
+        ),
+    ]
+
+
 def panels() -> list[dict[str, Any]]:
-    return score_panels() + alert_panels() + lead_time_panels() + health_panels()
+    return score_panels() + alert_panels() + lead_time_panels() + health_panels() + reliability_panels()
 
 
 def dashboard() -> dict[str, Any]:

@@ -65,6 +65,15 @@ SCORE_RULES = [
         "or a rollout is likelier than many failing GPUs",
     ),
     alert(
+        "PrexidRepeatOffenderNode",
+        "max by (cluster, node) (prexid_node_repeat_offender_score) >= 1",
+        "0m",
+        "repeat_offender",
+        "warning",
+        "Node {{ $labels.node }} ({{ $labels.cluster }}) keeps failing (repeat-offender score "
+        '{{ $value | printf "%.2f" }}): take it out for RMA or burn-in, another reboot will not fix it',
+    ),
+    alert(
         "PrexidXidsCounted",
         "sum by (code) (increase(prexid_xid_events_total[10m])) > 0",
         "0m",

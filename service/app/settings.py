@@ -48,6 +48,14 @@ class DetectionSettings(BaseModel):
     xid_resolve_after_s: float = Field(
         3600.0, gt=0, description="event seconds an Xid alert stays firing after its burst's last Xid"
     )
+    repeat_offender_failures: float = Field(
+        2.5,
+        gt=0,
+        description="decayed failures (Xids, drains) that make a node a repeat offender (~3 in days)",
+    )
+    repeat_offender_half_life_s: float = Field(
+        7 * 86400.0, gt=0, description="event seconds after which a failure counts half in that score"
+    )
 
     @field_validator("multivariate")
     @classmethod
@@ -68,6 +76,8 @@ class DetectionSettings(BaseModel):
             late_drop_s=self.late_drop_s,
             max_series=self.max_series,
             xid_resolve_after_s=self.xid_resolve_after_s,
+            repeat_offender_failures=self.repeat_offender_failures,
+            repeat_offender_half_life_s=self.repeat_offender_half_life_s,
             multivariate=self.multivariate,
             fusion=FusionConfig(step_s=self.step_s),
             lifecycle=LifecycleConfig(

@@ -17,6 +17,7 @@ from prexid.service.app.service_state import ServiceState
 from prexid.service.http.admin import admin_router
 from prexid.service.http.dashboard import dashboard_router, static_files
 from prexid.service.http.evidence import EntityEvidence, node_evidence
+from prexid.service.http.nodes import NodeRanking, node_ranking
 from prexid.service.http.read_view import ReadView
 from prexid.service.schemas import Alert
 from prexid.service.sinks.prometheus import entity_scores_apart
@@ -116,6 +117,11 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
             if ev.gpu == gpu:
                 return ev
         raise HTTPException(404, f"no series seen for GPU {gpu} on {node}")
+
+    @app.get("/api/v1/nodes", response_model=NodeRanking)
+    async def nodes(limit: int = 100) -> NodeRanking:
+        """The node reliability ledger, worst first: repeat offenders are for RMA or burn-in."""
+        return node_ranking(state.pipelines(), max(1, min(limit, 10_000)))
 
     app.include_router(dashboard_router(state, view))
     app.mount("/static", static_files(), name="static")

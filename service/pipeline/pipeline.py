@@ -28,9 +28,13 @@ from prexid.detectors.signals import Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
+from prexid.service.pipeline.ledger import Ledger
 from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesBudget, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
+
+BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the node reboots
+REBOOT_MIN_S = 60.0  # a smaller move is the kernel's boot-time jitter, not a reboot
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,8 @@ class PipelineConfig:
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     xid_resolve_after_s: float = 3600.0  # an Xid alert resolves after its burst is quiet this long
     max_series: int = 2_000_000
+    repeat_offender_failures: float = 2.5  # decayed failures: about three within days
+    repeat_offender_half_life_s: float = 7 * 86400.0
     # a cluster-wide shift must outlast routine ones: a checkpoint's NFS burst (about three minutes), a
     # job restart reading its checkpoint back (up to eight); an NFS storm lasts a quarter hour and more
     cluster_persist_ticks: int = 40
@@ -79,6 +85,10 @@ class Pipeline:
         self.xid_alerts = XidAlerts(
             self.alert_book, self.registry, self.config.xid_link_window_s, self.config.xid_resolve_after_s
         )
+        self.ledger = Ledger(self.config.repeat_offender_half_life_s, self.config.repeat_offender_failures)
+        self.boot_time = np.zeros(0, dtype=bool)  # series that are a node's boot time (reboots)
+        self.boot_last = np.zeros(0)  # their last value
+        self.watches_boot = False
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -116,6 +126,7 @@ class Pipeline:
             self.fusion.ensure(len(reg.entities))
             self.fusion.parent[: len(reg.entities)] = reg.parent_of
             self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
+            self._mark_boot_time(new)
             self.registered = len(reg)
         if len(ids):
             kept = ids >= 0
@@ -144,12 +155,15 @@ class Pipeline:
             upcoming = ts[start] if start < len(ts) else wm
             self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
         self._score(ids[start:], ts[start:], values[start:])
+        self.ledger.observe(alerts)
         return alerts
 
     def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> None:
         if not len(ids):
             return
         ev = self.bank.update(ids, ts, values)
+        if self.watches_boot:
+            self._watch_reboots(ids, ts, values)
         if self.xid_alerts.down:  # back from a reboot? their Xid alerts resolve at the next tick
             self.xid_alerts.reporting(self._nodes_of(ids))
         fam = self.registry.family_of[ids]
@@ -187,6 +201,35 @@ class Pipeline:
         self.bank.set_groups(new, peer, node)
         self.bank.watch_work_rate(new[work_rate])
 
+    def _mark_boot_time(self, new: NDArray[np.int64]) -> None:
+        """Which of the `new` series (the next ids in order) are a node's `node_boot_time_seconds`."""
+        reg = self.registry
+        boot = np.array(
+            [
+                reg.series(sid)[0] == BOOT_TIME and reg.parent_of[reg.entity_of[sid]] < 0
+                for sid in new.tolist()
+            ],
+            dtype=bool,
+        )
+        self.boot_time = np.concatenate([self.boot_time, boot])
+        self.boot_last = np.concatenate([self.boot_last, np.full(len(boot), np.nan)])
+        self.watches_boot = self.watches_boot or bool(boot.any())
+
+    def _watch_reboots(
+        self, ids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64]
+    ) -> None:
+        """Book a reboot in the ledger when a node's boot time moves on (by more than clock jitter)."""
+        mine = self.boot_time[ids]
+        if not mine.any():
+            return
+        sids, at, boot = ids[mine], ts[mine], values[mine]
+        before = self.boot_last[sids]
+        moved = np.isfinite(before) & (boot - before > REBOOT_MIN_S)
+        self.boot_last[sids] = boot
+        for sid, t in zip(sids[moved].tolist(), at[moved].tolist(), strict=True):
+            node = self.registry.entities[int(self.registry.entity_of[sid])].node
+            self.ledger.record_reboot(node, t)
+
     def _ingest_silence(self, tick: float) -> None:
         """Staleness evidence for series that stopped reporting, in the liveness family of their entity."""
         ids, p = self.bank.sweep(tick)
@@ -221,6 +264,8 @@ class Pipeline:
         cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
         self.cluster_score = float(cluster[0])
         alerts += [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+        for node in self.xid_alerts.back:  # silent while its Xid fired, and reporting again: rebooted
+            self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)
 
     def _nodes_of(self, ids: NDArray[np.int64]) -> set[str]:
@@ -330,6 +375,7 @@ class Pipeline:
             **self.peer_groups.snapshot_meta(),
             "rate_limit": self.rate_limit.snapshot_meta(),
             **self.xid_alerts.snapshot_meta(),
+            **self.ledger.snapshot_meta(),
         }
         parts = {
             "reg": self.registry.snapshot_arrays(),
@@ -372,6 +418,9 @@ class Pipeline:
         self.peer_groups.restore_meta(meta)
         self.rate_limit.restore_meta(meta["rate_limit"])
         self.xid_alerts.restore_meta(meta)
+        self.ledger.restore_meta(meta)
+        self.boot_time, self.boot_last, self.watches_boot = np.zeros(0, dtype=bool), np.zeros(0), False
+        self._mark_boot_time(np.arange(len(self.registry), dtype=np.int64))
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
@@ -379,4 +428,5 @@ class Pipeline:
         alerts = [a for ev in events if (a := self.xid_alerts.observe(ev)) is not None]
         if events:  # a cluster shipping kernel logs but no metrics has no ticks to resolve them at
             alerts += self.xid_alerts.resolve_quiet(max(ev.ts for ev in events))
+        self.ledger.observe(alerts)
         return alerts

@@ -173,6 +173,35 @@ class FamilyCoverageCollector(Collector):
         yield family
 
 
+class LedgerCollector(Collector):
+    """The node reliability ledger of every owned partition: `prexid_node_failures_total{node,kind}`
+    (Xids, pages, reboots, drains; a node's counts move with its partition's snapshot) and
+    `prexid_node_repeat_offender_score{node}` (1 or more: a repeat offender)."""
+
+    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
+        self.pipelines = pipelines
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        events = CounterMetricFamily(
+            "prexid_node_failures",
+            "What the ledger booked per node: Xid failures, pages, reboots and drains, by kind",
+            labels=["cluster", "node", "kind"],
+        )
+        score = GaugeMetricFamily(
+            "prexid_node_repeat_offender_score",
+            "Failures decayed by their age over the repeat-offender threshold; 1 or more: RMA or burn-in",
+            labels=["cluster", "node"],
+        )
+        for p in self.pipelines():
+            cluster = p.config.cluster
+            for node, rec in p.ledger.nodes.items():
+                for kind, n in sorted(rec.counts.items()):
+                    events.add_metric([cluster, node, kind], n)
+                score.add_metric([cluster, node], p.ledger.score(node))
+        yield events
+        yield score
+
+
 class Telemetry:
     """prexid's own metrics on an injected registry (tests get a fresh one each)."""
 
@@ -309,6 +338,7 @@ class Telemetry:
             self.takeovers.labels(how)
         registry.register(FusedScoreCollector(pipelines))
         registry.register(FamilyCoverageCollector(pipelines))
+        registry.register(LedgerCollector(pipelines))
 
     def observe_alerts(self, alerts: list[Alert]) -> None:
         for a in alerts:
