@@ -196,6 +196,12 @@ class Telemetry:
             ["stream"],
             registry=registry,
         )
+        self.otlp_points_skipped = Counter(
+            "prexid_otlp_points_skipped",
+            "OTLP data points of kinds prexid does not read, by reason (histogram, summary, ...)",
+            ["reason"],
+            registry=registry,
+        )
         self.log_lines_not_kernel = Counter(
             "prexid_log_lines_not_kernel",
             "Log lines whose envelope says they are not from the kernel (never searched for events)",
