@@ -30,6 +30,7 @@ from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
 from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesBudget, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
+from prexid.service.pipeline.xid_field import FIELD, XidField
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
 
 
@@ -41,6 +42,8 @@ class PipelineConfig:
     late_drop_s: float = 300.0  # a sample dated further behind its source is dropped (a slow clock)
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     xid_resolve_after_s: float = 3600.0  # an Xid alert resolves after its burst is quiet this long
+    # a kernel line and a DCGM Xid field change this close in event time, same GPU and code, are one Xid
+    xid_twin_window_s: float = 300.0
     max_series: int = 2_000_000
     # a cluster-wide shift must outlast routine ones: a checkpoint's NFS burst (about three minutes), a
     # job restart reading its checkpoint back (up to eight); an NFS storm lasts a quarter hour and more
@@ -77,8 +80,13 @@ class Pipeline:
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
         self.xid_alerts = XidAlerts(
-            self.alert_book, self.registry, self.config.xid_link_window_s, self.config.xid_resolve_after_s
+            self.alert_book,
+            self.registry,
+            self.config.xid_link_window_s,
+            self.config.xid_resolve_after_s,
+            self.config.xid_twin_window_s,
         )
+        self.xid_field = XidField()
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -137,22 +145,25 @@ class Pipeline:
         start = 0
         while np.isfinite(self.next_tick) and self.next_tick <= wm:
             end = int(np.searchsorted(ts, self.next_tick, side="right"))
-            self._score(ids[start:end], ts[start:end], values[start:end])
+            alerts += self._score(ids[start:end], ts[start:end], values[start:end])
             start = end
             alerts += self._evaluate(self.next_tick)
             # jump over ticks with no data: the fusion layer ages held evidence across the gap
             upcoming = ts[start] if start < len(ts) else wm
             self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
-        self._score(ids[start:], ts[start:], values[start:])
+        alerts += self._score(ids[start:], ts[start:], values[start:])
         return alerts
 
-    def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> None:
+    def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
+        """Detectors and fusion take the samples; Xids read from DCGM's Xid field are alerted on."""
         if not len(ids):
-            return
+            return []
         ev = self.bank.update(ids, ts, values)
         if self.xid_alerts.down:  # back from a reboot? their Xid alerts resolve at the next tick
             self.xid_alerts.reporting(self._nodes_of(ids))
         fam = self.registry.family_of[ids]
+        field = fam == Family.XID
+        alerts = self._field_xids(ids[field], ts[field], values[field]) if field.any() else []
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
         up = ev.up()[scored] ^ self.registry.falls_with_load[ids[scored]]  # "busier", "worse"
@@ -171,6 +182,30 @@ class Pipeline:
                 self.registry.entity_of[ids[behind]],
                 np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
             )
+        return alerts
+
+    def _field_xids(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
+        """The Xids DCGM's Xid field shows (`xid_field.py`), as the kernel's are: one alert per burst,
+        a kernel line for the same Xid its twin."""
+        alerts = []
+        reg = self.registry
+        for sid, at, code in zip(*(a.tolist() for a in self.xid_field.changes(ids, ts, values)), strict=True):
+            eid = int(reg.entity_of[sid])
+            ent, labels = reg.entities[eid], reg.series(sid)[1]
+            pci = labels.get("pci_bus_id") or reg.dcgm_of.get(eid, ("", "", ""))[2]
+            xid = XidEvent(
+                ts=at,
+                node=ent.node,
+                pci_bus_id=pci,
+                code=code,
+                pid=None,
+                process=None,
+                message=f"{FIELD}={code}",
+            )
+            alert = self.xid_alerts.observe(xid, "dcgm_field", eid if ent.gpu is not None else None)
+            if alert is not None:
+                alerts.append(alert)
+        return alerts
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
@@ -337,6 +372,7 @@ class Pipeline:
             "lifecycle": self.lifecycle.snapshot_arrays(),
             "cluster": self.cluster_lifecycle.snapshot_arrays(),
             "buffer": self.buffer.snapshot_arrays(),
+            "xidfield": self.xid_field.snapshot_arrays(),
         }
         arrays = {f"{part}_{k}": v for part, named in parts.items() for k, v in named.items()}
         arrays |= {  # scalars that may be infinite travel here, not in JSON
@@ -362,6 +398,7 @@ class Pipeline:
         self.lifecycle.restore_arrays(part("lifecycle"))
         self.cluster_lifecycle.restore_arrays(part("cluster"))
         self.buffer.restore_arrays(part("buffer"))
+        self.xid_field.restore_arrays(part("xidfield"))
         self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
         self.next_tick = float(arrays["next_tick"][0])
         self.cluster_score = float(arrays["cluster_score"][0])
