@@ -192,7 +192,7 @@ class Telemetry:
         # decoded + dead-lettered = consumed (prexid_messages_total), per stream
         self.messages_decoded = Counter(
             "prexid_messages_decoded",
-            "Messages decoded to at least one record",
+            "Messages decoded to at least one record (or only to OTLP points of kinds prexid skips)",
             ["stream"],
             registry=registry,
         )
