@@ -74,7 +74,8 @@ class Alert(BaseModel):
 
 
 class XidEvent(BaseModel):
-    """One NVIDIA Xid reported by the driver in a kernel log line."""
+    """One NVIDIA Xid reported by the driver in a kernel log line, or read from DCGM's Xid field (then
+    `message` is `DCGM_FI_DEV_XID_ERRORS=CODE`, `pid` and `process` None)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -11,6 +11,7 @@ from prexid.service.decode import (
     dmesg,
     json_logs,
     otlp,
+    otlp_proto,
     prom_kafka_adapter,
     prom_text,
     rfc5424,
@@ -28,6 +29,7 @@ METRIC_DECODERS: dict[str, MetricDecoder] = {
     "telegraf_json": telegraf.decode_json,
     "influx": telegraf.decode_line_protocol,
     "otlp_json": otlp.decode,
+    "otlp_proto": otlp_proto.decode,
 }
 LOG_DECODERS: dict[str, LogDecoder] = {
     "syslog": syslog.decode,  # RFC3164 and RSYSLOG_ForwardFormat (rsyslog omkafka)
@@ -73,6 +75,15 @@ def _metrics_json(doc: Any, ref_ts: float, host: str | None) -> Samples:
     raise DecodeError("unknown_format", ",".join(sorted(map(str, doc))[:8]))
 
 
+def decode_otlp(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples:
+    """OTLP in either encoding, told by the first byte alone: JSON's `{`, else protobuf. Not after
+    stripping whitespace: a request starts with 0x0a (field 1, `resource_metrics`), a newline too,
+    and its length byte may be `{` (123)."""
+    if payload[:1] == b"{":
+        return otlp.decode(payload, ref_ts, host)
+    return otlp_proto.decode(payload, ref_ts, host)
+
+
 def decode_logs_auto(
     payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
 ) -> list[KernelLine]:
@@ -94,6 +105,7 @@ def decode_logs_auto(
 
 
 METRIC_DECODERS["auto"] = decode_metrics_auto
+METRIC_DECODERS["otlp"] = decode_otlp
 LOG_DECODERS["auto"] = decode_logs_auto
 
 

@@ -20,13 +20,16 @@ class RawSample(NamedTuple):
 class Samples:
     """Decoded samples as parallel columns (plain lists: cheap to build and extend per message; the
     pipeline turns them into numpy arrays once per batch). `labels` dicts may be shared between the
-    samples of one series, since decoders cache them: treat them as read-only.
+    samples of one series, since decoders cache them: treat them as read-only. `skipped`: points of
+    kinds prexid does not read (OTLP histograms, summaries), by reason, so they are counted, not lost
+    unseen; a message of only such points is decoded to no samples, not a dead letter.
     """
 
     names: list[str] = field(default_factory=list)
     labels: list[dict[str, str]] = field(default_factory=list)
     ts: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -39,6 +42,8 @@ class Samples:
         self.labels.extend(other.labels)
         self.ts.extend(other.ts)
         self.values.extend(other.values)
+        for reason, n in other.skipped.items():
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
 
     @staticmethod
     def of(rows: Iterable[RawSample]) -> Samples:

@@ -31,6 +31,7 @@ from prexid.service.pipeline.alert_book import AlertBook
 from prexid.service.pipeline.ledger import Ledger
 from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesBudget, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
+from prexid.service.pipeline.xid_field import FIELD, XidField
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
 
 BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the node reboots
@@ -45,6 +46,8 @@ class PipelineConfig:
     late_drop_s: float = 300.0  # a sample dated further behind its source is dropped (a slow clock)
     xid_link_window_s: float = 6 * 3600.0  # a pre_xid fired longer ago than this is not linked
     xid_resolve_after_s: float = 3600.0  # an Xid alert resolves after its burst is quiet this long
+    # a kernel line and a DCGM Xid field change this close in event time, same GPU and code, are one Xid
+    xid_twin_window_s: float = 300.0
     max_series: int = 2_000_000
     repeat_offender_failures: float = 2.5  # decayed failures: about three within days
     repeat_offender_half_life_s: float = 7 * 86400.0
@@ -83,8 +86,13 @@ class Pipeline:
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
         self.xid_alerts = XidAlerts(
-            self.alert_book, self.registry, self.config.xid_link_window_s, self.config.xid_resolve_after_s
+            self.alert_book,
+            self.registry,
+            self.config.xid_link_window_s,
+            self.config.xid_resolve_after_s,
+            self.config.xid_twin_window_s,
         )
+        self.xid_field = XidField()
         self.ledger = Ledger(self.config.repeat_offender_half_life_s, self.config.repeat_offender_failures)
         self.boot_time = np.zeros(0, dtype=bool)  # series that are a node's boot time (reboots)
         self.boot_last = np.zeros(0)  # their last value
@@ -148,25 +156,28 @@ class Pipeline:
         start = 0
         while np.isfinite(self.next_tick) and self.next_tick <= wm:
             end = int(np.searchsorted(ts, self.next_tick, side="right"))
-            self._score(ids[start:end], ts[start:end], values[start:end])
+            alerts += self._score(ids[start:end], ts[start:end], values[start:end])
             start = end
             alerts += self._evaluate(self.next_tick)
             # jump over ticks with no data: the fusion layer ages held evidence across the gap
             upcoming = ts[start] if start < len(ts) else wm
             self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
-        self._score(ids[start:], ts[start:], values[start:])
+        alerts += self._score(ids[start:], ts[start:], values[start:])
         self.ledger.observe(alerts)
         return alerts
 
-    def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> None:
+    def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
+        """Detectors and fusion take the samples; Xids read from DCGM's Xid field are alerted on."""
         if not len(ids):
-            return
+            return []
         ev = self.bank.update(ids, ts, values)
         if self.watches_boot:
             self._watch_reboots(ids, ts, values)
         if self.xid_alerts.down:  # back from a reboot? their Xid alerts resolve at the next tick
             self.xid_alerts.reporting(self._nodes_of(ids))
         fam = self.registry.family_of[ids]
+        field = fam == Family.XID
+        alerts = self._field_xids(ids[field], ts[field], values[field]) if field.any() else []
         scored = fam != NO_FAMILY
         self.fusion.ensure(len(self.registry.entities))
         up = ev.up()[scored] ^ self.registry.falls_with_load[ids[scored]]  # "busier", "worse"
@@ -185,6 +196,30 @@ class Pipeline:
                 self.registry.entity_of[ids[behind]],
                 np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
             )
+        return alerts
+
+    def _field_xids(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
+        """The Xids DCGM's Xid field shows (`xid_field.py`), as the kernel's are: one alert per burst,
+        a kernel line for the same Xid its twin."""
+        alerts = []
+        reg = self.registry
+        for sid, at, code in zip(*(a.tolist() for a in self.xid_field.changes(ids, ts, values)), strict=True):
+            eid = int(reg.entity_of[sid])
+            ent, labels = reg.entities[eid], reg.series(sid)[1]
+            pci = labels.get("pci_bus_id") or reg.dcgm_of.get(eid, ("", "", ""))[2]
+            xid = XidEvent(
+                ts=at,
+                node=ent.node,
+                pci_bus_id=pci,
+                code=code,
+                pid=None,
+                process=None,
+                message=f"{FIELD}={code}",
+            )
+            alert = self.xid_alerts.observe(xid, "dcgm_field", eid if ent.gpu is not None else None)
+            if alert is not None:
+                alerts.append(alert)
+        return alerts
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
@@ -383,6 +418,7 @@ class Pipeline:
             "lifecycle": self.lifecycle.snapshot_arrays(),
             "cluster": self.cluster_lifecycle.snapshot_arrays(),
             "buffer": self.buffer.snapshot_arrays(),
+            "xidfield": self.xid_field.snapshot_arrays(),
         }
         arrays = {f"{part}_{k}": v for part, named in parts.items() for k, v in named.items()}
         arrays |= {  # scalars that may be infinite travel here, not in JSON
@@ -408,6 +444,7 @@ class Pipeline:
         self.lifecycle.restore_arrays(part("lifecycle"))
         self.cluster_lifecycle.restore_arrays(part("cluster"))
         self.buffer.restore_arrays(part("buffer"))
+        self.xid_field.restore_arrays(part("xidfield"))
         self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
         self.next_tick = float(arrays["next_tick"][0])
         self.cluster_score = float(arrays["cluster_score"][0])

@@ -8,21 +8,54 @@ An Xid alert resolves once its burst has been quiet for `resolve_after_s` of eve
 default), or when its node comes back from a reboot (the node's own series fell silent while it
 fired, then report again): the driver reports a fault, not its end, and an alert that never resolves
 would be listed as firing for ever and re-sent to Alertmanager by every replica taking it over.
+
+Xids come from kernel lines and from DCGM's Xid field (`xid_field.py`). A kernel line and a field
+change naming the same Xid (node, GPU, code) within `twin_window_s` of event time of each other are
+one Xid, whichever is read first: the second is dropped (a twin), so a page never doubles; a field
+Xid with no kernel line pages on its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from prexid.detectors.xid_bursts import Burst, XidBursts
 from prexid.detectors.xid_catalog import XidInfo, xid_info
+from prexid.service.decode.xid import normalise_pci
 from prexid.service.pipeline.alert_book import AlertBook
 from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
 from prexid.service.schemas import Alert, XidEvent
 
 _RANK = {"info": 0, "warning": 1, "critical": 2}
+XidSource = Literal["kernel", "dcgm_field"]
+
+
+class _Twins:
+    """The Xids of the last `window_s` by (node, GPU, code), each with its source and whether an Xid of
+    the other source has been matched to it already."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self.seen: dict[tuple[str, str, int], list[list[Any]]] = {}  # key -> [[source, ts, matched]]
+
+    def is_twin(self, key: tuple[str, str, int], source: XidSource, ts: float) -> bool:
+        """Whether this Xid is one the other source reported within the window (then matched to it);
+        else it is remembered, for a twin of it still to come."""
+        recent = self.seen.setdefault(key, [])
+        for entry in recent:
+            if entry[0] != source and not entry[2] and abs(entry[1] - ts) <= self.window_s:
+                entry[2] = True
+                return True
+        recent.append([source, ts, False])
+        return False
+
+    def forget_before(self, ts: float) -> None:
+        for key in list(self.seen):
+            self.seen[key] = [e for e in self.seen[key] if e[1] >= ts]
+            if not self.seen[key]:
+                del self.seen[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +65,17 @@ class _Incident:
     lead: float | None
     worst: XidInfo
     codes: tuple[int, ...]
+    sources: tuple[XidSource, ...] = ("kernel",)  # in order of first appearance
 
 
 class XidAlerts:
     def __init__(
-        self, book: AlertBook, registry: SeriesRegistry, link_window_s: float, resolve_after_s: float = 3600.0
+        self,
+        book: AlertBook,
+        registry: SeriesRegistry,
+        link_window_s: float,
+        resolve_after_s: float = 3600.0,
+        twin_window_s: float = 300.0,
     ) -> None:
         self.book = book
         self.registry = registry
@@ -47,9 +86,19 @@ class XidAlerts:
         self.back: set[str] = set()  # of those, the ones reporting again: resolved at the next tick
         self.bursts = XidBursts()
         self.incidents: dict[tuple[str, float], _Incident] = {}
+        self.twins = _Twins(twin_window_s)
 
-    def observe(self, ev: XidEvent) -> Alert | None:
+    def observe(
+        self, ev: XidEvent, source: XidSource = "kernel", gpu_entity: int | None = None
+    ) -> Alert | None:
+        """`gpu_entity`: the GPU's entity when the source names it (the DCGM field), else it is
+        looked up by the event's PCI id."""
         node = normalise_host(ev.node)
+        if gpu_entity is None:
+            gpu_entity = self.registry.gpu_for_pci(node, ev.pci_bus_id)
+        where = f"gpu:{gpu_entity}" if gpu_entity is not None else f"pci:{normalise_pci(ev.pci_bus_id)}"
+        if self.twins.is_twin((node, where, ev.code), source, ev.ts):
+            return None
         for quiet in self.bursts.close_quiet(ev.ts):
             self.incidents.pop((quiet.node, quiet.opened_ts), None)
         burst, _ = self.bursts.observe(node, ev.ts, ev.code)
@@ -58,7 +107,7 @@ class XidAlerts:
         if fp in self.last_event:
             self.last_event[fp] = max(self.last_event[fp], burst.last_ts)
         before = self.incidents.get(key)
-        now = self._merge(before, ev, node, burst.codes)
+        now = self._merge(before, ev, node, burst.codes, gpu_entity, source)
         if now == before:
             return None
         self.incidents[key] = now
@@ -85,6 +134,7 @@ class XidAlerts:
             for fp, last in self.last_event.items()
             if now - last >= self.resolve_after_s or (rebooted and self._node(fp) in rebooted)
         ]
+        self.twins.forget_before(now - 2 * self.twins.window_s)  # older ones can match nothing to come
         resolved = [a for fp in quiet if (a := self.book.resolve(fp, now)) is not None]
         for fp in quiet:
             del self.last_event[fp]
@@ -95,20 +145,28 @@ class XidAlerts:
         alert = self.book.active.get(fp)
         return None if alert is None else alert.node
 
-    def _merge(self, inc: _Incident | None, ev: XidEvent, node: str, codes: tuple[int, ...]) -> _Incident:
-        gpu, lead = self._gpu_and_lead(ev, node)
+    def _merge(
+        self,
+        inc: _Incident | None,
+        ev: XidEvent,
+        node: str,
+        codes: tuple[int, ...],
+        eid: int | None,
+        source: XidSource,
+    ) -> _Incident:
+        gpu, lead = self._gpu_and_lead(ev, eid)
         info = xid_info(ev.code)
         if inc is None:
-            return _Incident(gpu, ev.pci_bus_id, lead, info, codes)
+            return _Incident(gpu, ev.pci_bus_id, lead, info, codes, (source,))
         worst = info if _RANK[info.severity] > _RANK[inc.worst.severity] else inc.worst
+        sources = inc.sources if source in inc.sources else (*inc.sources, source)
         if inc.gpu is None and gpu is not None:  # the GPU became known: the alert is about it now
-            return _Incident(gpu, ev.pci_bus_id, lead, worst, codes)
+            return _Incident(gpu, ev.pci_bus_id, lead, worst, codes, sources)
         same_gpu = gpu is not None and gpu == inc.gpu
         lead = inc.lead if inc.lead is not None or not same_gpu else lead
-        return _Incident(inc.gpu, inc.pci_bus_id, lead, worst, codes)
+        return _Incident(inc.gpu, inc.pci_bus_id, lead, worst, codes, sources)
 
-    def _gpu_and_lead(self, ev: XidEvent, node: str) -> tuple[int | None, float | None]:
-        eid = self.registry.gpu_for_pci(node, ev.pci_bus_id)
+    def _gpu_and_lead(self, ev: XidEvent, eid: int | None) -> tuple[int | None, float | None]:
         if eid is None:
             return None, None
         return self.registry.entities[eid].gpu, self.book.pre_xid_lead(eid, ev.ts, self.link_window_s)
@@ -118,6 +176,7 @@ class XidAlerts:
         where = f"GPU {inc.gpu} on {node}" if inc.gpu is not None else f"PCI {inc.pci_bus_id} on {node}"
         lead_text = f"; prexid warned {inc.lead:.0f} s before" if inc.lead is not None else ""
         more = f"; burst codes {', '.join(map(str, burst.codes))}" if len(burst.codes) > 1 else ""
+        more += "; from DCGM's Xid field (no kernel line seen)" if inc.sources == ("dcgm_field",) else ""
         fp = self.book.fingerprint("xid", node, burst.opened_ts)
         self.last_event[fp] = max(self.last_event.get(fp, burst.last_ts), burst.last_ts)
         return self.book.record(
@@ -147,6 +206,7 @@ class XidAlerts:
                 [node, ts, {**dataclasses.asdict(i), "worst": i.worst.code}]
                 for (node, ts), i in self.incidents.items()
             ],
+            "xid_twins": [[*key, entries] for key, entries in self.twins.seen.items()],
         }
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
@@ -155,6 +215,17 @@ class XidAlerts:
         self.back = {str(node) for node in meta["xid_back"]}
         self.bursts.open = {b["node"]: Burst(**{**b, "codes": tuple(b["codes"])}) for b in meta["xid_bursts"]}
         self.incidents = {
-            (node, float(ts)): _Incident(**{**i, "codes": tuple(i["codes"]), "worst": xid_info(i["worst"])})
+            (node, float(ts)): _Incident(
+                **{
+                    **i,
+                    "codes": tuple(i["codes"]),
+                    "worst": xid_info(i["worst"]),
+                    "sources": tuple(i.get("sources", ("kernel",))),
+                }
+            )
             for node, ts, i in meta["xid_incidents"]
+        }
+        self.twins.seen = {  # none in a snapshot from before the DCGM field was a source
+            (str(node), str(where), int(code)): [list(e) for e in entries]
+            for node, where, code, entries in meta.get("xid_twins", [])
         }

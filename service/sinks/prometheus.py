@@ -221,8 +221,14 @@ class Telemetry:
         # decoded + dead-lettered = consumed (prexid_messages_total), per stream
         self.messages_decoded = Counter(
             "prexid_messages_decoded",
-            "Messages decoded to at least one record",
+            "Messages decoded to at least one record (or only to OTLP points of kinds prexid skips)",
             ["stream"],
+            registry=registry,
+        )
+        self.otlp_points_skipped = Counter(
+            "prexid_otlp_points_skipped",
+            "OTLP data points of kinds prexid does not read, by reason (histogram, summary, ...)",
+            ["reason"],
             registry=registry,
         )
         self.log_lines_not_kernel = Counter(

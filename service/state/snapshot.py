@@ -33,7 +33,8 @@ VERSION = 9  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3:
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
 # straight from the live arrays); v7: nested blobs marked as such (each array read into its own buffer);
-# v8: when each firing Xid alert's burst last printed (Xid alerts resolve); v9: the node reliability ledger
+# v8: when each firing Xid alert's burst last printed (Xid alerts resolve); v9: the node reliability
+# ledger, DCGM's Xid field per GPU
 
 
 class SnapshotError(ValueError):

@@ -193,8 +193,9 @@ class ProcessReplica:
         self.reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, settings: Settings) -> ProcessReplica:
-        env = {**os.environ, **env_for(settings), "PREXID_HTTP_PORT": "0"}
+    async def start(cls, settings: Settings, **env_extra: str) -> ProcessReplica:
+        """`env_extra`: more PREXID_* variables (they win over the settings')."""
+        env = {**os.environ, **env_for(settings), "PREXID_HTTP_PORT": "0", **env_extra}
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

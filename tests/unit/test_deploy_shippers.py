@@ -75,4 +75,6 @@ def test_otel_collector_keys_metrics_and_logs_by_one_resource_per_node() -> None
     pipelines = config["service"]["pipelines"]
     # both streams pass the same resource processors, so a node's key is the same in both
     assert pipelines["metrics"]["processors"] == pipelines["logs"]["processors"]
-    assert exporters["kafka/metrics"]["metrics"]["encoding"] == "otlp_json" and "otlp_json" in METRIC_DECODERS
+    assert (
+        exporters["kafka/metrics"]["metrics"]["encoding"] == "otlp_proto" and "otlp_proto" in METRIC_DECODERS
+    )

@@ -2,9 +2,10 @@
 
 Each format gets the same synthetic samples (DCGM-like GPU series), rendered in that format. The
 baseline is `json.loads` of every JSON payload (for text formats: of the same samples rendered as
-prometheus-kafka-adapter JSON, the cheapest JSON a producer would send instead), timed in this run, so
-the ratio holds on any machine. Targets: JSON decoders >= 0.5x the baseline's samples/s (within 2x of
-`json.loads` alone); the text exposition >= 1M samples/s.
+prometheus-kafka-adapter JSON, the cheapest JSON a producer would send instead; for `otlp_proto`: of
+the same requests as JSON), timed in this run, so the ratio holds on any machine. Targets: JSON and
+protobuf decoders >= 0.5x the baseline's samples/s (within 2x of `json.loads` alone); the text
+exposition >= 1M samples/s.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
+from google.protobuf.json_format import Parse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from rich.console import Console
 from rich.table import Table
 
@@ -65,6 +68,7 @@ def cases(n: int = 20_000) -> list[Case]:
         for m, lab, v in series
     ]
     otlp = [_otlp(series[i : i + 100]) for i in range(0, n, 100)]
+    otlp_proto = [Parse(p, ExportMetricsServiceRequest()).SerializeToString() for p in otlp]
     text = "".join(
         f"# HELP {m} gauge\n# TYPE {m} gauge\n" * (i % 8 == 0)
         + f'{m}{{gpu="{lab["gpu"]}",UUID="{lab["UUID"]}",Hostname="{lab["Hostname"]}"}} {v}\n'
@@ -79,6 +83,7 @@ def cases(n: int = 20_000) -> list[Case]:
         Case("vector", vector, n, vector),
         Case("telegraf_json", telegraf, n, telegraf),
         Case("otlp_json", otlp, n, otlp),
+        Case("otlp_proto", otlp_proto, n, otlp),
         Case("prom_text", [text], n, adapter),
         Case("prom_text (first scrape)", [text], n, adapter),
         Case("influx", [influx], n, adapter),
