@@ -12,6 +12,8 @@ from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.types import RawSample
 from prexid.service.http.api import create_app
+from prexid.service.offline.evaluate.match import Label
+from prexid.service.offline.evaluate.reliability import reliability_table
 from prexid.service.pipeline.ledger import Ledger, gini, top_share
 from prexid.service.pipeline.processor import Processor
 from prexid.service.schemas import XidEvent
@@ -117,3 +119,17 @@ async def get(state: ServiceState, path: str) -> dict[str, object]:
     assert response.status_code == 200, response.text
     body: dict[str, object] = response.json()
     return body
+
+
+def test_the_evaluation_report_shows_the_ledger_booking_the_labelled_concentration() -> None:
+    _, processor = build(Settings())
+    events = [xid(T0 + 2 * i * HOUR, "node-7") for i in range(3)] + [xid(T0, "node-2")]
+    alerts = [a.model_dump(mode="json") for ev in events for a in processor.pipeline.ingest_xids([ev])]
+    labels = [
+        Label(f"f{i}", "xid", node, None, T0 + i, T0 + i, 79, False, T0 + i + 60)
+        for i, node in enumerate(["node-7"] * 3 + ["node-2"])
+    ]
+    table = reliability_table(labels, alerts, nodes=20)
+    truth, booked = (row for row in table.splitlines() if row.startswith(("| labels", "| prexid")))
+    assert truth.split("|")[2:6] == booked.split("|")[2:6] == [" 4 ", " 2 ", " 100% ", " 0.93 "]
+    assert "Repeat offenders by the ledger (score >= 1): node-7." in table

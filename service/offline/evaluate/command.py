@@ -13,6 +13,7 @@ from rich.table import Table
 
 from prexid.service.offline.evaluate import attribution
 from prexid.service.offline.evaluate.match import Detection, Label, Result, Rules, match, parse_alert
+from prexid.service.offline.evaluate.reliability import reliability_table
 from prexid.service.offline.evaluate.report import render
 from prexid.service.offline.evaluate.summary import Summary, summarise
 
@@ -90,7 +91,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         pngs = write_plots(args.report, data, results, detections)
     title = f"prexid evaluation: {nodes} nodes, {days:g} simulated days, {len(labels)} labelled failures"
-    (args.report / "report.md").write_text(render(title, rules, summaries, results, causes, pngs))
+    reliability = reliability_table(labels, read_jsonl(args.alerts), nodes)
+    (args.report / "report.md").write_text(
+        render(title, rules, summaries, results, causes, pngs, reliability)
+    )
     console.print(table(summaries))
     console.print(f"report: {args.report / 'report.md'}")
     return 0

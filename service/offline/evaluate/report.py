@@ -92,6 +92,7 @@ def render(
     results: dict[str, Result],
     causes: dict[str, Counter[str]],
     plots: list[str],
+    reliability: str = "",
 ) -> str:
     parts = [
         f"# {title}",
@@ -104,6 +105,11 @@ def render(
         causes_table(causes),
         "## False alerts by alert kind",
         causes_table({n: Counter(d.kind or "unknown" for d in r.false_alerts) for n, r in results.items()}),
+        *(
+            ["## Node reliability: failures per node, as labelled and as the ledger booked them", reliability]
+            if reliability
+            else []
+        ),
         rules_text(rules),
         *[f"![{p}]({p})" for p in plots],
     ]
