@@ -42,6 +42,7 @@ def test_config_passes_amtool_check_config() -> None:
         ("node", "node-oncall"),
         ("cluster", "cluster-oncall-page"),
         ("prexid", "prexid-platform"),
+        ("repeat_offender", "fleet-tickets"),
         ("something-else", "prexid-default"),
     ],
 )
