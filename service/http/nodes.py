@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from prexid.service.pipeline.ledger import LedgerKind, gini, top_share
+from prexid.service.pipeline.ledger import LedgerKind, gini, top_share, worst_first
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import rfc3339
 
@@ -37,10 +37,7 @@ class NodeRanking(BaseModel):
 
 
 def node_ranking(pipelines: list[Pipeline], limit: int) -> NodeRanking:
-    standings = sorted(
-        (s for p in pipelines for s in p.ledger.ranking()),
-        key=lambda s: (-s.score, -s.failures_30d, s.node),
-    )
+    standings = sorted((s for p in pipelines for s in p.ledger.ranking()), key=worst_first)
     nodes = [
         NodeReliability(
             node=s.node,
@@ -54,7 +51,7 @@ def node_ranking(pipelines: list[Pipeline], limit: int) -> NodeRanking:
     ]
     return NodeRanking(
         nodes=nodes,
-        top3_share_30d=top_share(standings),
+        top3_share_30d=top_share(s.failures_30d for s in standings),
         gini_30d=round(gini(s.failures_30d for s in standings), 4),
         scope=f"the nodes of the {len(pipelines)} pipeline(s) this replica runs",
     )

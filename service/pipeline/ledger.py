@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal, get_args
 
 import numpy as np
 
+from prexid.service.decode.common import parse_rfc3339
 from prexid.service.schemas import Alert
 
 LedgerKind = Literal["xid", "pre_xid", "node", "reboot", "drain"]
@@ -96,7 +96,7 @@ class Ledger:
             if a.status != "firing" or a.kind == "cluster" or a.fingerprint in self.counted:
                 continue
             self.counted.append(a.fingerprint)
-            ts = _epoch(a.starts_at)
+            ts = parse_rfc3339(a.starts_at)
             if a.kind == "xid":
                 self.record(a.node, "xid", ts, a.gpu, str(a.xid_code))
             else:
@@ -123,7 +123,7 @@ class Ledger:
                     recent=list(rec.events)[-10:],
                 )
             )
-        return sorted(out, key=lambda s: (-s.score, -s.failures_30d, s.node))
+        return sorted(out, key=worst_first)
 
     def _decayed(self, rec: NodeRecord, now: float) -> float:
         return rec.decayed * float(np.exp2(-max(now - rec.at, 0.0) / self.half_life_s))
@@ -167,9 +167,14 @@ class Ledger:
             )
 
 
-def top_share(standings: list[Standing], top: int = 3) -> float | None:
-    """The share of this month's failures caused by the `top` worst nodes (None: no failures)."""
-    fails = sorted((s.failures_30d for s in standings), reverse=True)
+def worst_first(s: Standing) -> tuple[float, int, str]:
+    """The ranking's order: by score, then by failures this month, then by name."""
+    return (-s.score, -s.failures_30d, s.node)
+
+
+def top_share(failures: Iterable[int], top: int = 3) -> float | None:
+    """The share of all `failures` (one count per node) on the `top` worst nodes (None: no failures)."""
+    fails = sorted(failures, reverse=True)
     total = sum(fails)
     return None if total == 0 else sum(fails[:top]) / total
 
@@ -181,7 +186,3 @@ def gini(counts: Iterable[float]) -> float:
         return 0.0
     n = len(x)
     return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum()))
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -38,6 +38,11 @@ BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the no
 REBOOT_MIN_S = 60.0  # a smaller move is the kernel's boot-time jitter, not a reboot
 
 
+def is_boot_time(name: str, gpu: int | None) -> bool:
+    """A node's own boot time series: it moves on when the node reboots."""
+    return name == BOOT_TIME and gpu is None
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
     cluster: str = "default"
@@ -134,7 +139,6 @@ class Pipeline:
             self.fusion.ensure(len(reg.entities))
             self.fusion.parent[: len(reg.entities)] = reg.parent_of
             self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
-            self._mark_boot_time(new)
             self.registered = len(reg)
         if len(ids):
             kept = ids >= 0
@@ -223,29 +227,24 @@ class Pipeline:
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
-        watches them): registration time, not per sample, one decode of each series' key."""
+        watches them) or a node's boot time (reboots): registration time, not per sample, one decode of
+        each series' key."""
         reg, groups = self.registry, self.peer_groups
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
-        work_rate = np.zeros(len(new), dtype=bool)
+        work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
             peer[i] = groups.group_of(name, labels, ent.node, ent.gpu)
             node[i] = groups.node_of(ent.node)
             work_rate[i] = is_work_rate(name, ent.gpu)
+            boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node)
         self.bank.watch_work_rate(new[work_rate])
+        self._append_boot_time(boot)
 
-    def _mark_boot_time(self, new: NDArray[np.int64]) -> None:
-        """Which of the `new` series (the next ids in order) are a node's `node_boot_time_seconds`."""
-        reg = self.registry
-        boot = np.array(
-            [
-                reg.series(sid)[0] == BOOT_TIME and reg.parent_of[reg.entity_of[sid]] < 0
-                for sid in new.tolist()
-            ],
-            dtype=bool,
-        )
+    def _append_boot_time(self, boot: NDArray[np.bool_]) -> None:
+        """Which of the next series (ids in order) are a node's boot time, their last value not seen yet."""
         self.boot_time = np.concatenate([self.boot_time, boot])
         self.boot_last = np.concatenate([self.boot_last, np.full(len(boot), np.nan)])
         self.watches_boot = self.watches_boot or bool(boot.any())
@@ -457,7 +456,11 @@ class Pipeline:
         self.xid_alerts.restore_meta(meta)
         self.ledger.restore_meta(meta)
         self.boot_time, self.boot_last, self.watches_boot = np.zeros(0, dtype=bool), np.zeros(0), False
-        self._mark_boot_time(np.arange(len(self.registry), dtype=np.int64))
+        reg = self.registry  # the bank's snapshot carries groups, not which series are boot times
+        boot = [
+            is_boot_time(reg.series(s)[0], reg.entities[int(reg.entity_of[s])].gpu) for s in range(len(reg))
+        ]
+        self._append_boot_time(np.array(boot, dtype=bool))
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

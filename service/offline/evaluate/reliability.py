@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from prexid.service.offline.evaluate.match import Label
-from prexid.service.pipeline.ledger import Ledger, gini
+from prexid.service.pipeline.ledger import Ledger, gini, top_share
 from prexid.service.schemas import Alert
 
 
@@ -18,12 +18,10 @@ def ledger_of(alerts: list[dict[str, object]]) -> Ledger:
     return ledger
 
 
-def concentration(per_node: Counter[str], nodes: int, top: int = 3) -> tuple[float | None, float]:
-    """(share of the failures on the `top` worst nodes, Gini over all `nodes`, the silent ones too)."""
-    counts = sorted(per_node.values(), reverse=True)
-    total = sum(counts)
-    share = None if total == 0 else sum(counts[:top]) / total
-    return share, gini(counts + [0] * max(nodes - len(counts), 0))
+def concentration(per_node: Counter[str], nodes: int) -> tuple[float | None, float]:
+    """(share of the failures on the 3 worst nodes, Gini over all `nodes`, the silent ones too)."""
+    counts = list(per_node.values())
+    return top_share(counts), gini(counts + [0] * max(nodes - len(counts), 0))
 
 
 def reliability_table(labels: list[Label], alerts: list[dict[str, object]], nodes: int) -> str:
