@@ -173,6 +173,13 @@ class Partitioning:
     def of(self, host: str) -> int:
         return PARTITIONERS["murmur2"](host.encode(), self.n) if self.n > 1 else 0
 
+    def deal(self, lines: list[tuple[str, Message]]) -> list[list[Message]]:
+        """Kernel lines per partition, each by the host its record would be keyed by."""
+        out: list[list[Message]] = [[] for _ in range(self.n)]
+        for host, message in lines:
+            out[self.of(host)].append(message)
+        return out
+
     def columns(self, names: list[str], labels: list[dict[str, str]]) -> list[NDArray[np.int64]]:
         """For each partition, the columns (series) of the nodes it holds; series with no node go to
         the partition of the empty key, as a record without a node key would."""
@@ -204,11 +211,10 @@ def replay_columnar(
         task = bar.add_task("replaying (columnar)", total=len(chunks))
         for ts_arr, values in _chunks(chunks):
             for ts, full_row in zip(ts_arr.tolist(), values, strict=True):
-                lines = logs.until(ts)  # lines stamped before it
+                lines = parts.deal(logs.until(ts))  # lines stamped before it
                 for p, (processor, cols) in enumerate(zip(processors, columns, strict=True)):
                     pipe, row = processor.pipeline, full_row[cols]
-                    mine = [m for host, m in lines if parts.of(host) == p]
-                    writer.write(processor.process([], mine, ()), ts)
+                    writer.write(processor.process([], lines[p], ()), ts)
                     if n == 0:
                         some = [names[c] for c in cols.tolist()], [labels[c] for c in cols.tolist()]
                         pipe.add_samples(Samples(*some, [ts] * len(cols), row.tolist()), METRICS_SOURCE)
@@ -225,10 +231,9 @@ def replay_columnar(
                     baselines.observe(ts, full_row)  # type: ignore[attr-defined]
                 n += 1
             bar.advance(task)
-    rest = logs.until(np.inf)
+    rest = parts.deal(logs.until(np.inf))
     for p, processor in enumerate(processors):
-        mine = [m for host, m in rest if parts.of(host) == p]
-        writer.write(processor.process([], mine, (), drain=True), last + 15.0)
+        writer.write(processor.process([], rest[p], (), drain=True), last + 15.0)
     return n
 
 
