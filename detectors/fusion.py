@@ -106,7 +106,6 @@ class Fusion:
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.n_series = np.zeros((0, N_FAMILIES), dtype=np.int64)  # ... and how many (`add_series`)
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
-        self.coupled = np.zeros((0, N_FAMILIES), dtype=bool)  # `load_coupled` at this tick's `summarise`
         self.common = np.zeros(N_FAMILIES, dtype=bool)  # families common-mode at the last tick
         self.shared_levels = np.zeros((2, N_FAMILIES), dtype=bool)  # ... at the GPU / node level
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
@@ -181,8 +180,7 @@ class Fusion:
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
-        self.coupled = self.load_coupled()
-        self.lift_node_causes(self.coupled)
+        self.lift_node_causes(self.load_coupled())
         voting = self.held >= cfg.vote_min
         return Summary.of(tick, voting, self.top_rising, self.present, self.parent >= 0)
 
@@ -215,7 +213,7 @@ class Fusion:
         self.streak = self.sustain_streak()
         self.fresh[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
-        fused = self.fused(self.at_tick, self.coupled)
+        fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
         self.decay(cfg.step_s)
         self.last_tick = tick
         return fused

@@ -204,7 +204,7 @@ class Pipeline:
         """Score the released samples past the last due tick (they count towards the next one)."""
         ids, ts, values = self._released
         alerts = self._score(ids[self._start :], ts[self._start :], values[self._start :])
-        self._released, self._start = (ids[:0], ts[:0], values[:0]), 0
+        self._released, self._start, self._released_to = (ids[:0], ts[:0], values[:0]), 0, -np.inf
         return alerts
 
     def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
