@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from prexid.detectors.bank import Evidence
 from prexid.detectors.base import Floats, Ids
+from prexid.detectors.fleet_vote import Summary, Verdict, judge
 from prexid.detectors.signals import (
     LOAD_COUPLED,
     N_FAMILIES,
@@ -166,20 +167,45 @@ class Fusion:
         self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
 
     def evaluate(self, tick: float) -> Floats:
-        """Fused score per entity at `tick`, then age the held evidence by one step.
+        """Fused score per entity at `tick`, judged on this fusion's own entities alone (one process
+        holding the whole cluster): `summarise`, `judge` its counts, `apply` the verdict."""
+        return self.apply(tick, self.judge(self.summarise(tick)))
 
-        Evidence held from before a gap in the data is aged by the whole gap first. A family voting on
-        at least `common_mode_frac` of all entities at once is common-mode (a checkpoint, a job restart,
-        a storage stall): it is evidence against no single GPU, so its held evidence is cleared for
-        everyone, before its decaying tail could leak into a few entities' sums. One level down, a
-        family voting on most GPUs of one node is that node's: see `lift_node_causes`.
+    def summarise(self, tick: float) -> Summary:
+        """First half of a tick: the counts the shared-cause and cluster votes are judged on.
+
+        Evidence held from before a gap in the data is aged by the whole gap first; load coupling and
+        node-level causes are a node's own business and settled here (see `lift_node_causes`).
         """
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
-        coupled = self.load_coupled()
-        self.lift_node_causes(coupled)
-        self.common = self.common_mode()
+        self.lift_node_causes(self.load_coupled())
+        voting = self.held >= cfg.vote_min
+        return Summary.of(tick, voting, self.top_rising, self.present, self.parent >= 0)
+
+    def judge(self, summary: Summary, previous: NDArray[np.bool_] | None = None) -> Verdict:
+        """The verdict of `summary`'s counts (this fusion's own, or a fleet's merged) under this config,
+        with the `previous` verdict's shared families as hysteresis (by default this fusion's last)."""
+        cfg = self.config
+        last = self.shared_levels if previous is None else previous
+        return judge(summary, last, cfg.shared_min_gpu_votes, cfg.shared_min_node_votes, cfg.shared_share)
+
+    def apply(self, tick: float, verdict: Verdict) -> Floats:
+        """Second half of a tick: clear the families `verdict` calls shared, then fuse and age.
+
+        A family voting on many entities of a level at once has a shared cause (a checkpoint, a job
+        restart, a storage stall): it is evidence against no single GPU, so its held evidence is cleared
+        for everyone at that level, before its decaying tail could leak into a few entities' sums. The
+        verdict may be the fleet's (all partitions' counts merged) or this fusion's own (`evaluate`).
+        Load coupling is not consulted for it: an NFS storm begins with a checkpoint's writes, so
+        coupling would explain away the very storm the cluster alert is for.
+        """
+        cfg = self.config
+        self.shared_levels = verdict.shared_levels()
+        self.common = np.asarray(self.shared_levels.any(axis=0))
+        self.common_share = np.asarray(verdict.common_share, dtype=np.float64)
+        self.rising_share = np.asarray(verdict.rising_share, dtype=np.float64)
         if (self.common & _mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
@@ -187,7 +213,7 @@ class Fusion:
         self.streak = self.sustain_streak()
         self.fresh[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
-        fused = self.fused(self.at_tick, coupled)
+        fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
         self.decay(cfg.step_s)
         self.last_tick = tick
         return fused
@@ -200,28 +226,6 @@ class Fusion:
         strong = self.fresh >= cfg.sustain_surprise
         waiting = (self.fresh == 0.0) & (self.held >= cfg.sustain_surprise)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
-
-    def common_mode(self) -> NDArray[np.bool_]:
-        """Families with a shared cause at the GPU level or the node level (rows: level; columns: family).
-
-        Also records each family's cluster-wide voting and rising shares for cluster alerts. Load
-        coupling is not consulted here: an NFS storm begins with a checkpoint's writes, so coupling
-        would explain away the very storm the cluster alert is for.
-        """
-        cfg = self.config
-        voting = self.held >= cfg.vote_min
-        carriers = self.present.sum(axis=0)
-        self.common_share = np.where(carriers > 0, voting.sum(axis=0) / np.maximum(carriers, 1), 0.0)
-        self.rising_share = (voting & self.top_rising).sum(axis=0) / np.maximum(carriers, 1)
-        shared = np.zeros((2, N_FAMILIES), dtype=bool)
-        for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
-            floor = cfg.shared_min_gpu_votes if level == 0 else cfg.shared_min_node_votes
-            enter = np.maximum(floor, cfg.shared_share * self.present[rows].sum(axis=0))
-            threshold = np.where(self.shared_levels[level], enter / 2, enter)
-            shared[level] = voting[rows].sum(axis=0) >= threshold
-        shared[:, _mask(PER_DEVICE_FAMILIES)] = False  # ECC and Xids are each device's own, always
-        self.shared_levels = shared
-        return np.asarray(shared.any(axis=0))
 
     def load_coupled(self) -> NDArray[np.bool_]:
         """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load

@@ -26,6 +26,7 @@ from prexid.service.app.wiring import build
 from prexid.service.decode.syslog import decode as decode_syslog
 from prexid.service.decode.types import DecodeError, Samples
 from prexid.service.offline.sim.command import progress
+from prexid.service.pipeline.fleet import Fleet
 from prexid.service.pipeline.processor import Message, Output, Processor
 from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
 from prexid.service.schemas import Alert
@@ -198,7 +199,8 @@ def replay_columnar(
 ) -> int:
     """Each scrape goes into each pipeline's event-time buffer as columns (series interned once, through
     the pipeline's own `add_samples` on the first scrape), exactly as `add_samples` would put it. With
-    several processors, each is one partition's: it sees only its nodes' series and kernel lines."""
+    several processors, each is one partition's: it sees only its nodes' series and kernel lines, and
+    they are advanced as one `Fleet` (one shared-cause verdict, one cluster alert)."""
     series = [orjson.loads(x) for x in (data / "series.jsonl").read_bytes().splitlines()]
     names, labels = [s["name"] for s in series], [s["labels"] for s in series]
     parts = Partitioning(len(processors))
@@ -206,6 +208,7 @@ def replay_columnar(
     chunks = sorted(data.glob("metrics-*.npz"))
     logs = LogFeed(data / "kernel.log")
     ids = [np.zeros(0, dtype=np.int64) for _ in processors]
+    fleet = Fleet([processor.pipeline for processor in processors])  # one shared-cause verdict for all
     n, last = 0, 0.0
     with progress(console) as bar:
         task = bar.add_task("replaying (columnar)", total=len(chunks))
@@ -223,7 +226,8 @@ def replay_columnar(
                         present = ~np.isnan(row)
                         pipe.buffer.add(ids[p][present], np.full(int(present.sum()), ts), row[present])
                         pipe.watermarks.observe(METRICS_SOURCE, ts)
-                    writer.write(Output(alerts=pipe.advance()), ts)
+                for alerts in fleet.advance():
+                    writer.write(Output(alerts=alerts), ts)
                 if n == 0:
                     logs.prime(ts)
                 last = ts
@@ -231,6 +235,8 @@ def replay_columnar(
                     baselines.observe(ts, full_row)  # type: ignore[attr-defined]
                 n += 1
             bar.advance(task)
+    for alerts in fleet.advance(drain=True):
+        writer.write(Output(alerts=alerts), last + 15.0)
     rest = parts.deal(logs.until(np.inf))
     for p, processor in enumerate(processors):
         writer.write(processor.process([], rest[p], (), drain=True), last + 15.0)

@@ -20,6 +20,7 @@ from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
 from prexid.detectors.cluster import cluster_families, cluster_fused
 from prexid.detectors.fail_slow import is_work_rate
+from prexid.detectors.fleet_vote import Summary, Verdict
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from prexid.detectors.peer import PeerGroups
@@ -88,6 +89,10 @@ class Pipeline:
         self.fused_scores = np.zeros(0)
         self.cluster_score = 0.0
         self._cluster_families: list[Family] = []
+        # one partition of several raises the fleet's cluster alert; the others' votes are the same one
+        self.raises_cluster_alerts = True
+        self._released = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # by `release`
+        self._start, self._released_to = 0, -np.inf  # first not yet scored; event time released to
         self.samples_seen = 0
         self.registered = 0  # series the detectors have been told about (ids below this)
         self.xid_alerts = XidAlerts(
@@ -146,28 +151,64 @@ class Pipeline:
             self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
 
     def advance(self, drain: bool = False) -> list[Alert]:
-        """Score released samples in event-time order, evaluating every tick the watermark passed.
+        """Score released samples in event-time order, evaluating every tick the watermark passed, the
+        shared-cause vote judged on this pipeline's own entities.
 
         `drain` (end of a replay) releases everything buffered, as if no more samples could come.
+        `prexid.service.pipeline.fleet` steps several partitions' pipelines through the same phases
+        under one fleet-wide verdict instead.
         """
+        self.release(drain)
+        alerts: list[Alert] = []
+        while self.due() is not None:
+            scored, summary = self.summarise_tick()
+            alerts += scored + self.conclude_tick(self.fusion.judge(summary))
+        alerts += self.settle()
+        self.ledger.observe(alerts)
+        return alerts
+
+    def release(self, drain: bool = False) -> None:
+        """Take the samples the watermark (or `drain`) releases; `due` ticks then score them in order."""
         wm = self.watermark + self.config.lateness_s if drain else self.watermark
         ids, ts, values = self.buffer.release(wm)
         self.samples_seen += len(ids)
         step = self.config.fusion.step_s
         if not np.isfinite(self.next_tick) and len(ts) and np.isfinite(ts[0]):
             self.next_tick = float(np.floor(ts[0] / step) * step + step)
-        alerts: list[Alert] = []
-        start = 0
-        while np.isfinite(self.next_tick) and self.next_tick <= wm:
-            end = int(np.searchsorted(ts, self.next_tick, side="right"))
-            alerts += self._score(ids[start:end], ts[start:end], values[start:end])
-            start = end
-            alerts += self._evaluate(self.next_tick)
-            # jump over ticks with no data: the fusion layer ages held evidence across the gap
-            upcoming = ts[start] if start < len(ts) else wm
-            self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
-        alerts += self._score(ids[start:], ts[start:], values[start:])
-        self.ledger.observe(alerts)
+        self._released, self._start, self._released_to = (ids, ts, values), 0, wm
+
+    def due(self) -> float | None:
+        """The next tick to evaluate, if the released event time has passed it."""
+        if np.isfinite(self.next_tick) and self.next_tick <= self._released_to:
+            return self.next_tick
+        return None
+
+    def summarise_tick(self) -> tuple[list[Alert], Summary]:
+        """First half of the `due` tick: score the released samples up to it, then count what the
+        shared-cause and cluster votes need (`Fusion.summarise`)."""
+        ids, ts, values = self._released
+        end = int(np.searchsorted(ts, self.next_tick, side="right"))
+        alerts = self._score(ids[self._start : end], ts[self._start : end], values[self._start : end])
+        self._start = end
+        n = len(self.registry.entities)
+        self.fusion.ensure(n)  # parents are set when series register (`add_series`), not every tick
+        self._ingest_silence(self.next_tick)
+        return alerts, self.fusion.summarise(self.next_tick)
+
+    def conclude_tick(self, verdict: Verdict) -> list[Alert]:
+        """Second half: fuse under `verdict` (own or fleet-wide) and step the lifecycles; then on to the
+        next tick, jumping over ticks with no data (the fusion layer ages held evidence across the gap)."""
+        alerts = self._evaluate(self.next_tick, verdict)
+        ts, step = self._released[1], self.config.fusion.step_s
+        upcoming = ts[self._start] if self._start < len(ts) else self._released_to
+        self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
+        return alerts
+
+    def settle(self) -> list[Alert]:
+        """Score the released samples past the last due tick (they count towards the next one)."""
+        ids, ts, values = self._released
+        alerts = self._score(ids[self._start :], ts[self._start :], values[self._start :])
+        self._released, self._start, self._released_to = (ids[:0], ts[:0], values[:0]), 0, -np.inf
         return alerts
 
     def _score(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
@@ -278,11 +319,8 @@ class Pipeline:
             fam,
         )
 
-    def _evaluate(self, tick: float) -> list[Alert]:
-        n = len(self.registry.entities)
-        self.fusion.ensure(n)  # parents are set when series register (`add_series`), not every tick
-        self._ingest_silence(tick)
-        fused = self.fusion.evaluate(tick)
+    def _evaluate(self, tick: float, verdict: Verdict) -> list[Alert]:
+        fused = self.fusion.apply(tick, verdict)
         self.fused_scores = fused
         for listener in self.tick_listeners:
             listener(tick, fused, self.fusion.at_tick)
@@ -297,7 +335,8 @@ class Pipeline:
         ]
         cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
         self.cluster_score = float(cluster[0])
-        alerts += [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+        if self.raises_cluster_alerts:
+            alerts += [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
         for node in self.xid_alerts.back:  # silent while its Xid fired, and reporting again: rebooted
             self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.fleet import Fleet
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import Alert
 
@@ -69,3 +71,47 @@ def test_storage_stalling_everywhere_while_every_node_moves_bytes_is_still_one_c
         ("cluster", "firing"),
         ("cluster", "resolved"),
     ]
+
+
+def run_partitioned(partitions: int, fleet: bool) -> list[Alert]:
+    """The whole-cluster stall of `run`, its nodes dealt round robin to `partitions` pipelines, judged
+    as one `Fleet` or each partition on its own."""
+    rng = np.random.default_rng(5)
+    backlog, read = np.zeros(NODES), np.zeros(NODES)
+    pipelines = [Pipeline() for _ in range(partitions)]
+    together = Fleet(pipelines) if fleet else None
+    alerts: list[Alert] = []
+
+    def advance(drain: bool = False) -> None:
+        nonlocal alerts
+        if together is not None:
+            alerts += [a for mine in together.advance(drain) for a in mine]
+        else:
+            alerts += [a for pipe in pipelines for a in pipe.advance(drain)]
+
+    for t in range(240):
+        samples = scrape(t, rng, backlog, set(range(NODES)) if 120 <= t < 160 else set(), read, False)
+        for p, pipe in enumerate(pipelines):
+            mine = [
+                s
+                for s in samples
+                if int((s.labels.get("instance") or s.labels["Hostname"])[5:7]) % partitions == p
+            ]
+            pipe.add_samples(mine, "metrics:0")
+        advance()
+    advance(drain=True)
+    return alerts
+
+
+@pytest.mark.parametrize(("partitions", "firing_apart"), [(4, 4), (8, 0)])
+def test_a_stall_over_many_partitions_is_one_cluster_alert_and_no_node_pages(
+    partitions: int, firing_apart: int
+) -> None:
+    """Judged apart, each partition of four nodes raises its own cluster alert, and two nodes a
+    partition are too few (three at least) for any to see a shared cause. Judged as one fleet: one
+    cluster alert, raised once, and no node pages."""
+    apart = run_partitioned(partitions, fleet=False)
+    assert sum(a.kind == "cluster" and a.status == "firing" for a in apart) == firing_apart
+    alerts = run_partitioned(partitions, fleet=True)
+    assert [(a.kind, a.status) for a in alerts] == [("cluster", "firing"), ("cluster", "resolved")]
+    assert alerts[0].signals[0].family == "storage-io" and alerts[0].signals[0].value == 1.0

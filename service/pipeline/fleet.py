@@ -1,0 +1,58 @@
+"""Several partitions' pipelines judged as one cluster: one shared-cause verdict, one cluster alert.
+
+Each partition's pipeline sees only its own nodes, so judged alone, a storage stall on the whole cluster
+is a shared cause nowhere (no partition holds enough of its nodes) and its nodes page one by one, or a
+cluster alert per partition. Here every pipeline scores up to a tick and counts its entities
+(`Pipeline.summarise_tick`); the counts are merged into the fleet's (`fleet_vote.merge`) and judged
+once, and every pipeline fuses under that verdict (`Pipeline.conclude_tick`). Only the first partition's
+pipeline raises the cluster alert; all of them hold their node pages for a fleet-wide shared cause.
+
+In process for now (`prexid replay --partitions N`); across replicas the same summaries and verdict
+would ride a Kafka topic, with one elected aggregator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from prexid.detectors.fleet_vote import Summary, merge
+from prexid.service.pipeline.pipeline import Pipeline
+from prexid.service.schemas import Alert
+
+
+class Fleet:
+    """Pipelines stepped tick by tick in lock step under the verdict of all their counts merged."""
+
+    def __init__(self, pipelines: Sequence[Pipeline]) -> None:
+        if not pipelines:
+            raise ValueError("a fleet needs at least one pipeline")
+        self.pipelines = list(pipelines)
+        for i, pipe in enumerate(self.pipelines):
+            pipe.raises_cluster_alerts = i == 0
+        # A partition with no data at a tick (a gap) still counts with its last summary: its entities
+        # are still the cluster's, and dropping them would inflate every share.
+        self.latest: list[Summary | None] = [None] * len(self.pipelines)
+        self.shared = np.zeros_like(self.pipelines[0].fusion.shared_levels)  # last verdict: hysteresis
+
+    def advance(self, drain: bool = False) -> list[list[Alert]]:
+        """`Pipeline.advance` for every partition at once; alerts per partition, in its order."""
+        for pipe in self.pipelines:
+            pipe.release(drain)
+        alerts: list[list[Alert]] = [[] for _ in self.pipelines]
+        while due := [(t, i) for i, pipe in enumerate(self.pipelines) if (t := pipe.due()) is not None]:
+            tick = min(t for t, _ in due)
+            ticking = [i for t, i in due if t == tick]
+            for i in ticking:
+                scored, self.latest[i] = self.pipelines[i].summarise_tick()
+                alerts[i] += scored
+            merged = merge([s for s in self.latest if s is not None])
+            verdict = self.pipelines[0].fusion.judge(merged, self.shared)
+            self.shared = verdict.shared_levels()
+            for i in ticking:
+                alerts[i] += self.pipelines[i].conclude_tick(verdict)
+        for pipe, mine in zip(self.pipelines, alerts, strict=True):
+            mine += pipe.settle()
+            pipe.ledger.observe(mine)
+        return alerts
