@@ -61,6 +61,7 @@ class DetectorBank:
     def __init__(self, multivariate: bool = False) -> None:
         self.peer = PeerDeviation()
         self.fail_slow = FailSlow(self.peer)
+        self.error_counter = ErrorCounterSurprise()
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         gauge: list[Detector] = [RobustDeviation(), DriftCusum(), Flatline(), self.peer]
         if self.multivariate is not None:
@@ -68,7 +69,7 @@ class DetectorBank:
         self.detectors: dict[Kind, list[Detector]] = {
             Kind.GAUGE: gauge,
             Kind.COUNTER: [CounterRate()],
-            Kind.ERROR_COUNTER: [ErrorCounterSurprise()],
+            Kind.ERROR_COUNTER: [self.error_counter],
         }
         self.staleness = Staleness()
         self.kinds: NDArray[np.uint8] = np.zeros(1024, dtype=np.uint8)
@@ -81,9 +82,12 @@ class DetectorBank:
             self.kinds = grown
         self.kinds[ids] = kinds
 
-    def set_groups(self, ids: Ids, peer_groups: Ids, nodes: Ids) -> None:
-        """Declare each series' peer group (-1: none) and node index, for the cross-sectional detectors."""
+    def set_groups(self, ids: Ids, peer_groups: Ids, nodes: Ids, fields: Ids | None = None) -> None:
+        """Declare each series' peer group (-1: none), node index and fleet field (its metric), for the
+        cross-sectional detectors and the error counters' fleet prior."""
         self.peer.set_groups(ids, peer_groups)
+        if fields is not None:
+            self.error_counter.set_fields(ids, fields)
         if self.multivariate is not None:
             self.multivariate.set_nodes(ids, nodes)
 

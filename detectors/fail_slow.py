@@ -3,8 +3,8 @@
 Data-parallel ranks run the same kernels, so a GPU whose work rate (its SM clock) reads at least
 `shortfall` below the median of its node's other GPUs at the same instant is behind, whatever its own
 history says: a throttling, degraded or firmware-stalled part, or a straggler that holds the whole job
-back. Each scrape spent behind is one event on a per-GPU counter, and that counter is judged like a
-hardware error counter (`ErrorCounterSurprise`): one lagging scrape at a job's phase change is weak
+back. Each scrape spent behind is one event on a per-GPU counter, and that counter is judged by its
+pace (`PaceSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
 
@@ -40,7 +40,7 @@ from prexid.detectors.base import (
     rows,
     unpack_blobs,
 )
-from prexid.detectors.error_counter import ErrorCounterSurprise
+from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.signals import WORK_RATE_METRICS
 
@@ -51,7 +51,7 @@ def is_work_rate(name: str, gpu: int | None) -> bool:
 
 
 class FailSlow:
-    """Scrapes spent behind the peers, per watched series, judged as an error counter."""
+    """Scrapes spent behind the peers, per watched series, judged by their pace."""
 
     name = "fail_slow"
 
@@ -64,7 +64,7 @@ class FailSlow:
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
-        self.events = ErrorCounterSurprise(window_s=window_s)
+        self.events = PaceSurprise(window_s=window_s)
 
     def set_groups(self, ids: Ids, groups: Ids) -> None:
         """Declare each series' peer group (-1: no peers), as `PeerDeviation.set_groups`."""

@@ -47,6 +47,7 @@ class PeerGroups:
     def __init__(self) -> None:
         self._groups: dict[tuple[object, ...], int] = {}
         self._nodes: dict[str, int] = {}
+        self._fields: dict[str, int] = {}
 
     def group_of(self, name: str, labels: dict[str, str], node: str, gpu: int | None) -> int:
         drop = GPU_IDENTITY_LABELS if gpu is not None else HOST_LABELS
@@ -57,12 +58,21 @@ class PeerGroups:
     def node_of(self, node: str) -> int:
         return self._nodes.setdefault(node, len(self._nodes))
 
+    def field_of(self, name: str) -> int:
+        """The fleet field of a series: one metric on every part of the fleet (error counters' prior)."""
+        return self._fields.setdefault(name, len(self._fields))
+
     def snapshot_meta(self) -> dict[str, Any]:
-        return {"peer_groups": [[list(k), v] for k, v in self._groups.items()], "peer_nodes": self._nodes}
+        return {
+            "peer_groups": [[list(k), v] for k, v in self._groups.items()],
+            "peer_nodes": self._nodes,
+            "fleet_fields": self._fields,
+        }
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
         self._groups = {_group_key(k): int(v) for k, v in meta["peer_groups"]}
         self._nodes = {str(k): int(v) for k, v in meta["peer_nodes"].items()}
+        self._fields = {str(k): int(v) for k, v in meta["fleet_fields"].items()}
 
 
 def _group_key(raw: list[Any]) -> tuple[object, ...]:

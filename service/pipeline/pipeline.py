@@ -272,15 +272,17 @@ class Pipeline:
         each series' key."""
         reg, groups = self.registry, self.peer_groups
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
+        field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
             peer[i] = groups.group_of(name, labels, ent.node, ent.gpu)
             node[i] = groups.node_of(ent.node)
+            field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
-        self.bank.set_groups(new, peer, node)
+        self.bank.set_groups(new, peer, node, field)
         self.bank.watch_work_rate(new[work_rate])
         self._append_boot_time(boot)
 

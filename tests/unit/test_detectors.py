@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from prexid.detectors.bank import DetectorBank
 from prexid.detectors.base import rows, subset, unique_rounds
@@ -32,12 +33,14 @@ def test_robust_deviation_one_spike_does_not_move_the_baseline() -> None:
 
 
 def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
-    x = np.zeros((300, 2))
+    x = np.zeros((300, 3))
     x[250:, 0] = np.arange(50) * 5  # 5 new errors every scrape
     x[:, 1] = np.r_[np.full(150, 40.0), np.zeros(150)]  # counter drops to 0: a reset
+    x[:, 2] = np.r_[np.full(150, 100.0), np.full(150, 60.0)]  # ... to a value, not to 0: still a reset
     p = scores(ErrorCounterSurprise(), x)
     assert p[252, 0] < 1e-8
     assert p[:, 1].min() == 1.0
+    assert p[:, 2].min() == 1.0  # not 60 new errors
 
 
 def test_error_counter_learns_a_series_that_always_grows() -> None:
@@ -48,8 +51,8 @@ def test_error_counter_learns_a_series_that_always_grows() -> None:
 
 def test_error_counter_learns_the_bursts_of_a_leaky_part_but_not_a_faster_pace() -> None:
     """A part that has leaked a burst of ~5 errors every twenty minutes for two days is not surprising at
-    its next burst of 8; the same bursts a minute apart are, within minutes (the ramp before a link
-    drops)."""
+    its next burst of 8; bursts a minute apart, growing one episode, are, within minutes (the ramp
+    before a link drops)."""
     rng = np.random.default_rng(1)
     n = 2 * 5760
     steps = np.zeros((n + 40, 2))
@@ -61,7 +64,51 @@ def test_error_counter_learns_the_bursts_of_a_leaky_part_but_not_a_faster_pace()
     ramp = p[n + 4 : n + 40 : 4, 1]
     assert ramp[0] > 0.01 and ramp[-1] < 1e-5
     clean = scores(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0]])[:, None])
-    assert clean[-1, 0] < 1e-10  # a clean part's first burst of eight
+    assert clean[-1, 0] < 1e-9  # a clean part's first burst of eight
+
+
+def _fleet(leaky: list[int], episode: tuple[int, ...], hours: float, n: int = 64) -> NDArray[np.float64]:
+    """Error-counter steps of `n` parts of one field for `hours`: the `leaky` ones repeat `episode` (bursts
+    of errors on consecutive scrapes) every 2 h, at staggered times; the others stay clean."""
+    rows_ = int(hours * 240)
+    steps = np.zeros((rows_, n))
+    for k, part in enumerate(leaky):
+        for start in range(40 + 37 * k, rows_ - len(episode), 480):
+            steps[start : start + len(episode), part] = episode
+    return steps
+
+
+def _fleet_scores(steps: NDArray[np.float64], fields: bool = True) -> NDArray[np.float64]:
+    det = ErrorCounterSurprise()
+    n = steps.shape[1]
+    if fields:
+        det.set_fields(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
+    return scores(det, np.cumsum(steps, axis=0))
+
+
+def test_error_counter_a_clean_parts_first_errors_are_judged_against_its_fleets() -> None:
+    """Empirical Bayes: where a few parts leak one SBE every couple of hours, the leaky part's next drip
+    is expected, while a clean part's first handful of SBEs growing over minutes (a row-remap failure's
+    precursor) is strong evidence."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=24)
+    steps[-30:-2:4, 10] = [1, 1, 2, 1, 2, 3, 3]  # a clean part: 13 SBEs in 7 minutes
+    steps[-20, 1] = 1  # a leaky part: one more SBE
+    p = _fleet_scores(steps)
+    assert p[-20, 1] > 1e-2
+    assert p[-30, 10] < 1e-3  # the first SBE already counts
+    assert p[-30:, 10].min() < 1e-9
+
+
+def test_error_counter_a_fleet_whose_counters_tick_in_bursts_does_not_page_for_the_next_one() -> None:
+    """Where a quarter of the parts replay in episodes of five bursts, one more such episode on a part
+    never seen to tick is ordinary, not a page (it would be in a fleet whose episodes are single errors)."""
+    bursty = _fleet(leaky=list(range(0, 64, 4)), episode=(2, 3, 1, 4, 2), hours=24)
+    single = _fleet(leaky=list(range(0, 64, 4)), episode=(1,), hours=24)
+    for steps in (bursty, single):
+        steps[-30:-25, 9] = (2, 3, 1, 4, 2)
+    in_bursty, in_single = _fleet_scores(bursty), _fleet_scores(single)
+    assert in_bursty[-30:-25, 9].min() > 1e-4
+    assert in_single[-30:-25, 9].min() < 1e-7
 
 
 def test_counter_rate_scores_rates_not_levels() -> None:
