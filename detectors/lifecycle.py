@@ -57,13 +57,14 @@ class Lifecycle:
         self.run = np.r_[self.run, np.zeros(grow, dtype=np.int32)]
         self.since = np.r_[self.since, np.full(grow, np.nan)]
 
-    def step(self, fused: Floats, at: float) -> list[Transition]:
-        """Advance every entity by one tick of fused scores; return the transitions it caused."""
+    def step(self, fused: Floats, at: float, fire: Floats | None = None) -> list[Transition]:
+        """Advance every entity by one tick of fused scores; return the transitions it caused. `fire`:
+        each entity's firing threshold this tick (a false-alert budget's), else the configured one."""
         cfg = self.config
         n = len(fused)
         self.ensure(n)
         phase, run, since = self.phase[:n], self.run[:n], self.since[:n]
-        above, below = fused >= cfg.fire, fused < cfg.resolve
+        above, below = fused >= (cfg.fire if fire is None else fire), fused < cfg.resolve
 
         start = (phase == Phase.INACTIVE) & above
         phase[start], run[start], since[start] = Phase.PENDING, 0, at

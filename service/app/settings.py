@@ -18,6 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from prexid.detectors.alert_budget import BudgetConfig
 from prexid.detectors.fusion import FusionConfig
 from prexid.detectors.lifecycle import LifecycleConfig
 from prexid.service.pipeline.pipeline import PipelineConfig
@@ -43,6 +44,11 @@ class DetectionSettings(BaseModel):
     resolve_threshold: float = Field(4.0, gt=0)
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
+    false_alert_budget: float = Field(
+        0.005,
+        ge=0,
+        description="false pages per node-day the firing thresholds are raised to hold; 0: fixed threshold",
+    )
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
     multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
     xid_resolve_after_s: float = Field(
@@ -80,6 +86,13 @@ class DetectionSettings(BaseModel):
             repeat_offender_half_life_s=self.repeat_offender_half_life_s,
             multivariate=self.multivariate,
             fusion=FusionConfig(step_s=self.step_s),
+            budget=BudgetConfig(
+                pages_per_node_day=self.false_alert_budget,
+                floor=self.resolve_threshold,
+                persist_ticks=self.persist_ticks,
+            )
+            if self.false_alert_budget > 0
+            else None,
             lifecycle=LifecycleConfig(
                 fire=self.fire_threshold,
                 resolve=self.resolve_threshold,

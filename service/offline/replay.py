@@ -21,6 +21,7 @@ import orjson
 from numpy.typing import NDArray
 from rich.console import Console
 
+from prexid.detectors.alert_budget import LEVELS, AlertBudget
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.syslog import decode as decode_syslog
@@ -79,7 +80,20 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     if writer.dead:
         console.print(f"[red]{writer.dead} unreadable messages[/red] -> {dead_path} (with reasons)")
     console.print(f"{n} scrapes replayed, {writer.count} alert messages -> {args.out}")
+    for p, proc in enumerate(processors):
+        if (budget := proc.pipeline.budget) is not None:
+            console.print(f"partition {p}: {budget_line(budget)}")
     return 0
+
+
+def budget_line(budget: AlertBudget) -> str:
+    """Where the false-alert budget left the firing thresholds, and the rates it holds them to."""
+    per = [
+        f"{level} fire {budget.thresholds[i]:.1f} (null {budget.null_rate()[i]:.4f}, "
+        f"realised {budget.realised_rate()[i]:.4f})"
+        for i, level in enumerate(LEVELS)
+    ]
+    return f"false-alert budget {budget.config.pages_per_node_day}/node-day: " + "; ".join(per)
 
 
 def _inputs(args: argparse.Namespace) -> tuple[bool, Path]:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
 from prexid.detectors.cluster import cluster_families, cluster_fused
@@ -30,7 +31,7 @@ from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
 from prexid.service.pipeline.ledger import Ledger
-from prexid.service.pipeline.series_registry import NO_FAMILY, SeriesBudget, SeriesRegistry
+from prexid.service.pipeline.series_registry import NO_FAMILY, Entity, SeriesBudget, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
 from prexid.service.pipeline.xid_field import FIELD, XidField
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
@@ -64,6 +65,7 @@ class PipelineConfig:
     multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    budget: BudgetConfig | None = field(default_factory=BudgetConfig)  # None: the fixed threshold alone
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
@@ -80,6 +82,8 @@ class Pipeline:
             dataclasses.replace(self.config.lifecycle, persist_ticks=self.config.cluster_persist_ticks)
         )
         self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
+        limits = self.config.budget
+        self.budget = None if limits is None else AlertBudget(limits, self.config.lifecycle.fire)
         self.watermarks = Watermarks(
             self.config.lateness_s, self.config.future_skew_s, late_drop_s=self.config.late_drop_s
         )
@@ -264,6 +268,8 @@ class Pipeline:
             alert = self.xid_alerts.observe(xid, "dcgm_field", eid if ent.gpu is not None else None)
             if alert is not None:
                 alerts.append(alert)
+        if len(ts):
+            self._failed(alerts, float(ts.max()))
         return alerts
 
     def _set_groups(self, new: np.ndarray) -> None:
@@ -326,9 +332,14 @@ class Pipeline:
         self.fused_scores = fused
         for listener in self.tick_listeners:
             listener(tick, fused, self.fusion.at_tick)
+        fire = (
+            None
+            if self.budget is None
+            else self.budget.observe(tick, fused, self.fusion.parent[: len(fused)] >= 0)
+        )
         alerts = [
             self._transition_alert(t)
-            for t in self.lifecycle.step(fused, tick)
+            for t in self.lifecycle.step(fused, tick, fire)
             if (
                 self.rate_limit.allow_firing(t.entity, t.at)
                 if t.firing
@@ -459,6 +470,7 @@ class Pipeline:
             "cluster": self.cluster_lifecycle.snapshot_arrays(),
             "buffer": self.buffer.snapshot_arrays(),
             "xidfield": self.xid_field.snapshot_arrays(),
+            **({} if self.budget is None else {"budget": self.budget.snapshot_arrays()}),
         }
         arrays = {f"{part}_{k}": v for part, named in parts.items() for k, v in named.items()}
         arrays |= {  # scalars that may be infinite travel here, not in JSON
@@ -485,6 +497,8 @@ class Pipeline:
         self.cluster_lifecycle.restore_arrays(part("cluster"))
         self.buffer.restore_arrays(part("buffer"))
         self.xid_field.restore_arrays(part("xidfield"))
+        if self.budget is not None:
+            self.budget.restore_arrays(part("budget"))
         self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
         self.next_tick = float(arrays["next_tick"][0])
         self.cluster_score = float(arrays["cluster_score"][0])
@@ -510,4 +524,23 @@ class Pipeline:
         if events:  # a cluster shipping kernel logs but no metrics has no ticks to resolve them at
             alerts += self.xid_alerts.resolve_quiet(max(ev.ts for ev in events))
         self.ledger.observe(alerts)
+        if events:
+            self._failed(alerts, max(ev.ts for ev in events))
         return alerts
+
+    def _failed(self, alerts: Sequence[Alert], at: float) -> None:
+        """Tell the false-alert budget of each node with a firing Xid alert: its recent episodes (and its
+        GPUs') were a failure's, not the null's."""
+        if self.budget is None:
+            return
+        reg = self.registry
+        for a in alerts:
+            node = (
+                reg.entity_ids.get(Entity(a.node, None)) if a.kind == "xid" and a.status == "firing" else None
+            )
+            if node is None:
+                continue
+            parents = np.asarray(reg.parent_of, dtype=np.int64)
+            mine = np.r_[node, np.flatnonzero(parents == node)].astype(np.int64)
+            self.budget.ensure(len(reg.entities))
+            self.budget.failed(mine, at)
