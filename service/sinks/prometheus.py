@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from prexid.detectors.alert_budget import LEVELS
 from prexid.detectors.fusion import score01
 from prexid.service.pipeline.coverage import series_per_family
 from prexid.service.pipeline.pipeline import Pipeline
@@ -171,6 +172,49 @@ class FamilyCoverageCollector(Collector):
         for label, n in sorted(totals.items()):
             family.add_metric([label], n)
         yield family
+
+
+class BudgetCollector(Collector):
+    """The false-alert budget of every owned partition: `prexid_fire_threshold{level}` (where it holds
+    the firing threshold; the highest over partitions) and `prexid_false_alert_null_rate{level}` (false
+    pages a node-day the fleet's null predicts there), beside `prexid_false_alert_budget`."""
+
+    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
+        self.pipelines = pipelines
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        fire = GaugeMetricFamily(
+            "prexid_fire_threshold",
+            "Fused surprise that fires a page, as the false-alert budget holds it, by level (gpu, node)",
+            labels=["cluster", "level"],
+        )
+        null = GaugeMetricFamily(
+            "prexid_false_alert_null_rate",
+            "False pages per node-day the fleet's own null predicts at that threshold, by level",
+            labels=["cluster", "level"],
+        )
+        budget = GaugeMetricFamily(
+            "prexid_false_alert_budget", "False pages per node-day the thresholds hold", labels=["cluster"]
+        )
+        highest: dict[tuple[str, str], tuple[float, float]] = {}
+        budgets: dict[str, float] = {}
+        for p in self.pipelines():
+            if p.budget is None:
+                continue
+            cluster = p.config.cluster
+            budgets[cluster] = p.budget.config.pages_per_node_day
+            rates = p.budget.null_rate()
+            for i, level in enumerate(LEVELS):
+                now = (float(p.budget.thresholds[i]), float(rates[i]))
+                highest[cluster, level] = max(now, highest.get((cluster, level), now))
+        for (cluster, level), (threshold, rate) in sorted(highest.items()):
+            fire.add_metric([cluster, level], threshold)
+            null.add_metric([cluster, level], rate)
+        for cluster, value in sorted(budgets.items()):
+            budget.add_metric([cluster], value)
+        yield fire
+        yield null
+        yield budget
 
 
 class LedgerCollector(Collector):
@@ -345,6 +389,7 @@ class Telemetry:
         registry.register(FusedScoreCollector(pipelines))
         registry.register(FamilyCoverageCollector(pipelines))
         registry.register(LedgerCollector(pipelines))
+        registry.register(BudgetCollector(pipelines))
 
     def observe_alerts(self, alerts: list[Alert]) -> None:
         for a in alerts:

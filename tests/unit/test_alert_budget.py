@@ -84,3 +84,23 @@ def test_a_restored_budget_continues_as_an_uninterrupted_one() -> None:
     np.testing.assert_array_equal(whole.thresholds, second.thresholds)
     np.testing.assert_array_equal(whole.episodes, second.episodes)
     assert whole.thresholds[0] > FIRE
+
+
+def test_the_thresholds_and_null_rate_are_exported_per_level() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from prexid.service.app.settings import DetectionSettings
+    from prexid.service.pipeline.pipeline import Pipeline
+    from prexid.service.sinks.prometheus import BudgetCollector
+
+    pipe = Pipeline(DetectionSettings().pipeline_config("c1"))
+    assert pipe.budget is not None
+    pipe.budget.thresholds[:] = (12.5, 9.0)
+    registry = CollectorRegistry()
+    registry.register(BudgetCollector(lambda: [pipe]))
+    text = generate_latest(registry).decode()
+    assert 'prexid_fire_threshold{cluster="c1",level="gpu"} 12.5' in text
+    assert 'prexid_fire_threshold{cluster="c1",level="node"} 9.0' in text
+    assert 'prexid_false_alert_budget{cluster="c1"} 0.005' in text
+    off = Pipeline(DetectionSettings(false_alert_budget=0).pipeline_config("c1"))
+    assert off.budget is None
