@@ -12,6 +12,8 @@ from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.sinks.prometheus import Telemetry
+from prexid.service.sources import remote_write
+from prexid.service.sources.remote_write import LocalIntake, RemoteWriteEndpoint
 
 
 def processor_of(pipeline: Pipeline, telemetry: Telemetry, settings: Settings) -> Processor:
@@ -59,3 +61,23 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         state.background.append(sink.run)
     processor.listeners = state.alert_listeners
     return state, processor
+
+
+def remote_write_feed(
+    settings: Settings, state: ServiceState | None = None
+) -> tuple[ServiceState, LocalIntake, Processor]:
+    """A `LocalIntake` and the processor its requests feed (`remote_write = "local"`), served from the
+    returned state. Without `state`, the processor is the state's own pipeline's (`prexid run`, which
+    then consumes no Kafka); with one, a pipeline of its own beside the state's (`prexid demo`, whose
+    simulated event clock must not meet the wall-clock times received samples carry)."""
+    if state is None:
+        state, processor = build(settings)
+    else:
+        _, processor = build(settings, state)
+        state.others.append(processor.pipeline)
+    processor.topic_formats[remote_write.TOPIC] = remote_write.FORMAT
+    intake = LocalIntake(settings.remote_write_queue_requests)
+    state.remote_write = RemoteWriteEndpoint(
+        intake, settings.remote_write_token, settings.remote_write_max_body_bytes
+    )
+    return state, intake, processor
