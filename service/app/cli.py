@@ -56,14 +56,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     state, _ = build(settings)
     if settings.remote_write == "kafka":
-        from prexid.service.sinks.kafka_republish import KafkaRepublisher
-        from prexid.service.sources.remote_write import RemoteWriteEndpoint
+        from prexid.service.app.wiring import remote_write_republisher
 
-        republisher = KafkaRepublisher(settings, state.telemetry)
-        state.background.append(republisher.run)
-        state.remote_write = RemoteWriteEndpoint(
-            republisher, settings.remote_write_token, settings.remote_write_max_body_bytes
-        )
+        remote_write_republisher(settings, state)
     runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0

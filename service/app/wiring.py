@@ -5,6 +5,8 @@ The CLI, replay, the bench and the tests all wire through here, so each runs wha
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.coverage import CoverageLog
@@ -14,6 +16,9 @@ from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.sinks.prometheus import Telemetry
 from prexid.service.sources import remote_write
 from prexid.service.sources.remote_write import LocalIntake, RemoteWriteEndpoint
+
+if TYPE_CHECKING:
+    from prexid.service.sinks.kafka_republish import KafkaRepublisher
 
 
 def processor_of(pipeline: Pipeline, telemetry: Telemetry, settings: Settings) -> Processor:
@@ -81,3 +86,16 @@ def remote_write_feed(
         intake, settings.remote_write_token, settings.remote_write_max_body_bytes
     )
     return state, intake, processor
+
+
+def remote_write_republisher(settings: Settings, state: ServiceState) -> KafkaRepublisher:
+    """`remote_write = "kafka"`: POST /api/v1/write served from `state`, its samples republished to
+    Kafka by a producer that runs as one of the state's background jobs."""
+    from prexid.service.sinks.kafka_republish import KafkaRepublisher
+
+    republisher = KafkaRepublisher(settings, state.telemetry)
+    state.background.append(republisher.run)
+    state.remote_write = RemoteWriteEndpoint(
+        republisher, settings.remote_write_token, settings.remote_write_max_body_bytes
+    )
+    return republisher

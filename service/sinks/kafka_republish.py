@@ -71,15 +71,25 @@ class KafkaRepublisher:
         self.producer: AIOKafkaProducer | None = None  # started by `run`, in the serving loop
 
     async def run(self) -> None:
-        """A background job (`ServiceState.background`): the producer lives while the server does."""
-        producer = AIOKafkaProducer(
-            **client_options(self.settings),
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=5,
-            max_request_size=MAX_REQUEST_BYTES,
-        )
-        await producer.start()
+        """A background job (`ServiceState.background`): the producer lives while the server does. A
+        broker away at start is retried with backoff (requests get 503 meanwhile), not fatal."""
+        backoff = 0.5
+        while True:
+            producer = AIOKafkaProducer(
+                **client_options(self.settings),
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=5,
+                max_request_size=MAX_REQUEST_BYTES,
+            )
+            try:
+                await producer.start()
+                break
+            except KafkaError as exc:
+                await producer.stop()
+                log.warning("remote_write: Kafka not reachable (%r); retrying in %g s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
         self.producer = producer
         try:
             await asyncio.Event().wait()

@@ -197,7 +197,9 @@ def test_prometheus_remote_writes_to_prexid_which_pages_the_precursor_across_a_r
     dcgm = DcgmExporter()
     prom = start_prometheus(tmp_path, dcgm.target, node_exporter, f"{prexid.url}/api/v1/write")
     try:
-        wait_for(lambda: prexid.metric("prexid_samples_total") > 500, "samples through the pipeline", deadline)
+        wait_for(
+            lambda: prexid.metric("prexid_samples_total") > 500, "samples through the pipeline", deadline
+        )
         assert prexid.metric("prexid_remote_write_requests_total", outcome="ok") > 0
         assert prexid.metric("prexid_dead_letters_total") == 0
         entities = httpx.get(f"{prexid.url}/api/v1/entities/node-01").json()
@@ -209,7 +211,9 @@ def test_prometheus_remote_writes_to_prexid_which_pages_the_precursor_across_a_r
         prexid.start()
 
         [alert] = wait_for(lambda: prexid.alerts("pre_xid"), "a pre_xid alert", deadline)
-        print(f"pre_xid at {dcgm.elapsed():.0f} s, the precursor from {FAULT.xid_at_s - FAULT.precursor_s:g} s")
+        print(
+            f"pre_xid at {dcgm.elapsed():.0f} s, the precursor from {FAULT.xid_at_s - FAULT.precursor_s:g} s"
+        )
         assert (alert["node"], alert["gpu"], alert["status"]) == ("node-01", 5, "firing")
         assert dcgm.elapsed() < FAULT.xid_at_s  # a warning, ahead of the Xid
 

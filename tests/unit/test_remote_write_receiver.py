@@ -228,3 +228,31 @@ def test_republished_records_are_adapter_json_keyed_by_node_that_the_fast_path_r
     assert decoded[0].ts == 1_796_205_600.25  # milliseconds survive
     for _, value in records:  # the consumers' fast path reads them without parsing JSON
         assert prom_kafka_adapter.split(value) is not None
+
+
+async def test_kafka_mode_answers_503_while_the_broker_is_away_and_keeps_trying() -> None:
+    import socket
+
+    from prexid.service.app.wiring import remote_write_republisher
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(remote_write="kafka", kafka_bootstrap=f"127.0.0.1:{port}")
+    state, _ = build(settings)
+    republisher = remote_write_republisher(settings, state)
+    producing = asyncio.create_task(state.background[-1]())
+    transport = httpx.ASGITransport(app=create_app(state))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as http:
+            await asyncio.sleep(1.0)  # a failed bootstrap or two
+            response = await http.post(
+                "/api/v1/write", content=body(series(GPU, (71.0, now_ms()))), headers=HEADERS
+            )
+        assert response.status_code == 503  # Prometheus keeps the samples and retries
+        assert not producing.done()  # the producer keeps trying: no crash of the server
+        assert republisher.producer is None
+    finally:
+        producing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await producing
