@@ -4,14 +4,17 @@ Written as prometheus-kafka-adapter JSON, one sample a record (the format prexid
 their fast path; the settings refuse a target topic read in another format), keyed by the node the
 consumers will place the series on, with aiokafka's murmur2 partitioner: a node's samples land in
 the partition its kernel lines are keyed to, so scale-out stays Kafka's consumer-group assignment.
-A request is answered only once the broker has acknowledged every record of it: a broker away is a
-503 that Prometheus retries, never a 204 for samples that were not written.
+Each record is dated by its sample (never after now): consumers judge lateness against record
+times, and a backlog Prometheus retries after an outage is old, not late. A request is answered only
+once the broker has acknowledged every record of it: a broker away is a 503 that Prometheus retries,
+never a 204 for samples that were not written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -38,8 +41,8 @@ def rfc3339_ms(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def adapter_records(samples: Samples) -> list[tuple[bytes, bytes]]:
-    """(key, value) per sample: the node, and the adapter JSON with timestamp and value first (the
+def adapter_records(samples: Samples) -> list[tuple[bytes, bytes, int]]:
+    """(key, value, ms) per sample: the node, the adapter JSON with timestamp and value first (the
     layout `prom_kafka_adapter.split` reads without parsing). Each series' tail is rendered once."""
     tails: dict[tuple[str, int], tuple[bytes, bytes]] = {}  # by name and id(labels): a series' samples
     stamps: dict[float, bytes] = {}
@@ -54,7 +57,7 @@ def adapter_records(samples: Samples) -> list[tuple[bytes, bytes]]:
         stamp = stamps.get(ts)
         if stamp is None:
             stamp = stamps[ts] = b'{"timestamp":"' + rfc3339_ms(ts).encode() + b'","value":"'
-        out.append((cached[0], stamp + _go_float(value).encode() + cached[1]))
+        out.append((cached[0], stamp + _go_float(value).encode() + cached[1], int(ts * 1000)))
     return out
 
 
@@ -105,8 +108,10 @@ class KafkaRepublisher:
             raise IntakeFull(1)
         self.in_flight += 1
         try:
+            now_ms = int(time.time() * 1000)
             futures = [
-                await producer.send(self.topic, value, key=key) for key, value in adapter_records(samples)
+                await producer.send(self.topic, value, key=key, timestamp_ms=min(ts_ms, now_ms))
+                for key, value, ts_ms in adapter_records(samples)
             ]
             await asyncio.gather(*futures)
         except KafkaError as exc:

@@ -55,6 +55,15 @@ class RemoteWriteEndpoint:
     max_body_bytes: int = 8 * 2**20
 
 
+def record_time(samples: Samples) -> float:
+    """A request's record time: its oldest sample, never later than now. Samples are judged late
+    against it (and their source's progress), so it must not be the receipt time: a backlog that
+    Prometheus retries after an outage is old, not late. Capped at now, so a request dated ahead of
+    the clock is still judged against the clock."""
+    now = time.time()
+    return min(min(samples.ts, default=now), now)
+
+
 class LocalIntake:
     """Requests queued for one processor, processed in batches by `run` (the feed of `prexid run` in
     `local` mode, or a second feed in `prexid demo`)."""
@@ -69,7 +78,7 @@ class LocalIntake:
         if self.closed:
             raise IntakeUnavailable("prexid is stopping")
         try:
-            self.queue.put_nowait(Message(body, time.time(), TOPIC, 0, self.offset))
+            self.queue.put_nowait(Message(body, record_time(samples), TOPIC, 0, self.offset))
         except asyncio.QueueFull:
             raise IntakeFull(1) from None
         self.offset += 1

@@ -47,7 +47,7 @@ async def test_posted_samples_are_republished_by_node_and_consumed_back(
     server = asyncio.create_task(serve(state, runner.run(), "127.0.0.1", port, duration=None))
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-            t_ms = int(time.time() * 1000)
+            t_ms = int(time.time() * 1000) - 10_000  # a little old: records are dated by sample
             codes: list[int] = []
             async with asyncio.timeout(30):
                 while not codes or codes[-1] != 204:  # 503 (or no server) until the producer is up
@@ -65,6 +65,7 @@ async def test_posted_samples_are_republished_by_node_and_consumed_back(
         for r in records:
             [sample] = prom_kafka_adapter.decode(r.value, 0.0).rows()
             assert r.key == node_of(sample.labels).encode()
+            assert r.timestamp == round(sample.ts * 1000)  # dated by its sample: a backlog is not late
             assert r.partition == (murmur2(r.key) & 0x7FFFFFFF) % 4  # as the consumers place the node
         assert {r.key.decode() for r in records} == set(NODES)
 

@@ -219,14 +219,15 @@ def test_republished_records_are_adapter_json_keyed_by_node_that_the_fast_path_r
         0.0,
     )
     records = adapter_records(samples)
-    assert [k for k, _ in records] == [b"node-3", b"node-3", b"node-7", b"node-7"]
-    decoded = [r for _, v in records for r in prom_kafka_adapter.decode(v, 0.0).rows()]
+    assert [k for k, _, _ in records] == [b"node-3", b"node-3", b"node-7", b"node-7"]
+    assert [ms for _, _, ms in records] == [t, t + 15_000, t, t + 15_250]  # the record times
+    decoded = [r for _, v, _ in records for r in prom_kafka_adapter.decode(v, 0.0).rows()]
     assert [(r.name, r.labels, r.ts) for r in decoded] == [
         (n, lab, ts) for n, lab, ts in zip(samples.names, samples.labels, samples.ts, strict=True)
     ]
     assert decoded[1].value == math.inf and math.isnan(decoded[2].value) and decoded[3].value == 2.5
     assert decoded[0].ts == 1_796_205_600.25  # milliseconds survive
-    for _, value in records:  # the consumers' fast path reads them without parsing JSON
+    for _, value, _ in records:  # the consumers' fast path reads them without parsing JSON
         assert prom_kafka_adapter.split(value) is not None
 
 
@@ -256,3 +257,23 @@ async def test_kafka_mode_answers_503_while_the_broker_is_away_and_keeps_trying(
         producing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await producing
+
+
+async def test_a_retried_backlog_an_hour_old_is_read_not_dropped_as_late() -> None:
+    rx = receiver()
+    hour_ago = now_ms() - 3_600_000
+    for k in range(3):  # what Prometheus resends after an outage: old, in order
+        payload = body(series(GPU, (70.0 + k, hour_ago + 15_000 * k)))
+        assert (await rx.post(payload)).status_code == 204
+    await rx.process_queued()
+    assert rx.count("prexid_samples_total") == 3
+    assert rx.count("prexid_late_samples_total", source="prometheus.remote_write:0") == 0
+
+
+async def test_a_request_dated_a_day_ahead_of_the_clock_is_a_future_timestamp_dead_letter() -> None:
+    rx = receiver()
+    assert (await rx.post(body(series(GPU, (70.0, now_ms()))))).status_code == 204
+    assert (await rx.post(body(series(GPU, (71.0, now_ms() + 86_400_000))))).status_code == 204
+    await rx.process_queued()
+    assert rx.count("prexid_dead_letters_total", reason="future_timestamp") == 1
+    assert rx.count("prexid_future_samples_total", source="prometheus.remote_write:0") == 1
