@@ -145,14 +145,16 @@ class Prexid:
         return found
 
 
-def _sample(text: str, name: str, labels: dict[str, str]) -> float:
-    """The sum of `name`'s samples whose labels include `labels` (0 if none)."""
-    return sum(
+def _sample(text: str, name: str, labels: dict[str, str], required: bool = False) -> float:
+    """The sum of `name`'s samples whose labels include `labels` (0 if none, unless `required`)."""
+    found = [
         s.value
         for fam in text_string_to_metric_families(text)
         for s in fam.samples
         if s.name == name and labels.items() <= s.labels.items()
-    )
+    ]
+    assert found or not required, f"no {name} in the exposition"
+    return sum(found)
 
 
 def start_prometheus(workdir: Path, dcgm: str, node: str, write_url: str) -> Server:
@@ -218,7 +220,7 @@ def test_prometheus_remote_writes_to_prexid_which_pages_the_precursor_across_a_r
         assert dcgm.elapsed() < FAULT.xid_at_s  # a warning, ahead of the Xid
 
         def prom_metric(name: str) -> float:
-            return _sample(httpx.get(f"{prom.url}/metrics", timeout=5).text, name, {})
+            return _sample(httpx.get(f"{prom.url}/metrics", timeout=5).text, name, {}, required=True)
 
         assert prom_metric("prometheus_remote_storage_samples_retried_total") > 0  # the restart was seen
         newest = prom_metric("prometheus_remote_storage_highest_timestamp_in_seconds")  # appended
