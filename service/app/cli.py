@@ -16,7 +16,8 @@ from prexid.service.app.wiring import build
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from prexid.service.app.demo import stream_demo
+    from prexid.service.app.demo import print_output, stream_demo
+    from prexid.service.app.wiring import remote_write_feed
     from prexid.service.http.server import serve
     from prexid.service.sources.demo_cluster import DemoCluster, DemoFault
 
@@ -30,8 +31,11 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     console.print(
         f"[bold]prexid demo[/bold]: {cluster.nodes} nodes x {cluster.gpus} GPUs, "
         f"{cluster.duration_s / 60:.0f} simulated minutes at {args.speed:g}x; "
-        f"http://{settings.http_host}:{settings.http_port}/ (/metrics, /api/v1/alerts)"
+        f"http://{settings.http_host}:{settings.http_port}/ (/metrics, /api/v1/alerts; "
+        "Prometheus remote_write to /api/v1/write)"
     )
+    _, intake, received = remote_write_feed(settings, state)  # its own pipeline: wall-clock samples
+    state.background.append(lambda: intake.run(received, lambda out: print_output(console, out)))
     feed = stream_demo(cluster, processor, state, console, args.speed)
     asyncio.run(serve(state, feed, settings.http_host, settings.http_port, args.duration))
     return 0
@@ -39,9 +43,22 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from prexid.service.http.server import serve
+
+    if settings.remote_write == "local":
+        from prexid.service.app.wiring import remote_write_feed
+
+        state, intake, processor = remote_write_feed(settings)
+        state.ready = True  # nothing to connect to: requests are the feed
+        feed = intake.run(processor)
+        asyncio.run(serve(state, feed, settings.http_host, settings.http_port, args.duration))
+        return 0
     from prexid.service.sources.kafka import KafkaRunner
 
     state, _ = build(settings)
+    if settings.remote_write == "kafka":
+        from prexid.service.app.wiring import remote_write_republisher
+
+        remote_write_republisher(settings, state)
     runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0

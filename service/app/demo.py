@@ -11,7 +11,7 @@ import asyncio
 from rich.console import Console
 
 from prexid.service.app.service_state import ServiceState
-from prexid.service.pipeline.processor import Message, Processor
+from prexid.service.pipeline.processor import Message, Output, Processor
 from prexid.service.sinks.console import print_alerts
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
 
@@ -25,11 +25,15 @@ async def stream_demo(
     for tick in simulate(cluster):
         metrics = [Message(m, tick.ts, "demo.metrics") for m in tick.metrics]
         logs = [Message(line, tick.ts, "demo.kernel-logs") for line in tick.logs]
-        out = processor.process(metrics, logs, backlogged=())  # a live feed: never behind
-        print_alerts(console, out.alerts)
-        for dl in out.dead_letters:
-            console.print(f"[red]dead letter[/red] {dl.reason}: {dl.detail}")
+        print_output(console, processor.process(metrics, logs, backlogged=()))  # live: never behind
         await asyncio.sleep(interval)
     console.print(
         f"[dim]simulated {cluster.duration_s / 60:.0f} min of {cluster.nodes}x{cluster.gpus} GPUs[/dim]"
     )
+
+
+def print_output(console: Console, out: Output) -> None:
+    """A batch's alerts and dead letters, as the demo shows them (its own and remote_write's)."""
+    print_alerts(console, out.alerts)
+    for dl in out.dead_letters:
+        console.print(f"[red]dead letter[/red] {dl.reason}: {dl.detail}")

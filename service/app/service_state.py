@@ -15,6 +15,7 @@ from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.schemas import Alert
 from prexid.service.sinks.prometheus import Telemetry
+from prexid.service.sources.remote_write import RemoteWriteEndpoint
 
 
 @dataclass
@@ -34,19 +35,23 @@ class ServiceState:
     admin_token: SecretStr | None = None  # admin endpoints are off without one
     checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint
     series_budget: SeriesBudget | None = None  # the cardinality limit every shard's registry shares
+    remote_write: RemoteWriteEndpoint | None = None  # POST /api/v1/write is served with one
+    # pipelines beside the feed's, on another event clock: the demo's for samples received over HTTP
+    others: list[Pipeline] = field(default_factory=list)
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""
         merged = dict(self.pipeline.alert_book.active)
-        for shard in self.shards.values():
-            merged |= shard.alert_book.active
+        for p in self.pipelines():
+            merged |= p.alert_book.active
         return merged
 
     def pipeline_of(self, node: str) -> Pipeline:
-        """The pipeline holding `node`'s series: its partition's under `prexid run`, else the only one."""
-        for shard in self.shards.values():
-            if any(e.node == node for e in shard.registry.entities):
-                return shard
+        """The pipeline holding `node`'s series: its partition's under `prexid run`, else the first that
+        has it, else the feed's."""
+        for p in self.pipelines():
+            if any(e.node == node for e in p.registry.entities):
+                return p
         return self.pipeline
 
     def record_history(self, pipeline: Pipeline) -> None:
@@ -59,8 +64,9 @@ class ServiceState:
         return self.histories.get(pipeline) or ScoreHistory(self.history_ticks)
 
     def pipelines(self) -> list[Pipeline]:
-        """Every live pipeline: one per owned partition under `prexid run`, else the only one."""
-        return list(self.shards.values()) or [self.pipeline]
+        """Every live pipeline: one per owned partition under `prexid run`, else the feed's; then the
+        `others`."""
+        return (list(self.shards.values()) or [self.pipeline]) + self.others
 
     @classmethod
     def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:

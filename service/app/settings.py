@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,6 +25,9 @@ from prexid.service.pipeline.pipeline import PipelineConfig
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL
 
 ADMIN_TOKEN_MIN_CHARS = 16
+# Formats a topic must have for `remote_write = "kafka"` to republish onto it: prometheus-kafka-adapter
+# JSON, one sample per record, is what it writes (the format prexid's consumers read fastest).
+REPUBLISH_FORMATS = ("prom_kafka_adapter", "auto")
 
 
 class DetectionSettings(BaseModel):
@@ -185,20 +188,62 @@ class Settings(BaseSettings):
     )
     history_ticks: int = Field(120, ge=1, description="fusion ticks of score history kept for the dashboard")
 
+    remote_write: Literal["off", "kafka", "local"] = Field(
+        "off",
+        description="POST /api/v1/write (Prometheus remote_write 1.0) under `prexid run`: `kafka` "
+        "republishes the samples to `remote_write_topic` keyed by node (replicas consume them as usual); "
+        "`local` feeds this process's own pipeline and consumes no Kafka (one process beside a Prometheus)",
+    )
+    remote_write_token: SecretStr | None = Field(
+        None, description="bearer token POST /api/v1/write requires (unset: none; bind to loopback then)"
+    )
+    remote_write_max_body_bytes: int = Field(
+        8 * 2**20, ge=1024, description="compressed request bodies larger than this get 413"
+    )
+    remote_write_queue_requests: int = Field(
+        64,
+        ge=1,
+        description="requests accepted but not yet processed (`local`) or not yet acknowledged by Kafka "
+        "(`kafka`); beyond it a request gets 429 and Prometheus retries it later",
+    )
+    remote_write_topic: str | None = Field(
+        None,
+        description="`kafka` mode: the metrics topic samples are republished to; default metrics_topics[0]",
+    )
+
     detection: DetectionSettings = DetectionSettings()
 
     def dashboard_url(self) -> str:
         return self.external_url or f"http://{self.http_host}:{self.http_port}"
 
-    @field_validator("admin_token")
+    def republish_topic(self) -> str:
+        return self.remote_write_topic or self.metrics_topics[0]
+
+    @model_validator(mode="after")
+    def _republish_topic_reads_adapter_json(self) -> Settings:
+        """`kafka` mode writes adapter JSON: a topic read in another format would dead-letter every
+        sample, so that is refused at start."""
+        if self.remote_write != "kafka":
+            return self
+        topic = self.republish_topic()
+        fmt = self.topic_formats.get(topic, self.metrics_format)
+        if fmt not in REPUBLISH_FORMATS:
+            raise ValueError(
+                f"remote_write=kafka republishes prometheus-kafka-adapter JSON, but topic {topic!r} is read "
+                f"as {fmt!r}: set remote_write_topic to a topic read as one of {REPUBLISH_FORMATS}"
+            )
+        return self
+
+    @field_validator("admin_token", "remote_write_token")
     @classmethod
-    def _admin_token_is_long_enough(cls, token: SecretStr | None) -> SecretStr | None:
-        """Only an unset token turns the admin endpoints off: an empty one (`PREXID_ADMIN_TOKEN=""`)
-        would match an empty bearer token, and a short one can be guessed. Both are refused at start."""
+    def _token_is_long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        """Only an unset token turns the admin endpoints off (or remote_write's check): an empty one
+        (`PREXID_ADMIN_TOKEN=""`) would match an empty bearer token, and a short one can be guessed.
+        Both are refused at start."""
         if token is not None and len(token.get_secret_value().strip()) < ADMIN_TOKEN_MIN_CHARS:
             raise ValueError(
-                f"must be at least {ADMIN_TOKEN_MIN_CHARS} characters (unset it to turn the admin "
-                "endpoints off; an empty token is refused, not taken as unset)"
+                f"must be at least {ADMIN_TOKEN_MIN_CHARS} characters (leave it unset instead: "
+                "an empty token is refused, not taken as unset)"
             )
         return token
 

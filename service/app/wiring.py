@@ -5,6 +5,8 @@ The CLI, replay, the bench and the tests all wire through here, so each runs wha
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.coverage import CoverageLog
@@ -12,6 +14,11 @@ from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.sinks.prometheus import Telemetry
+from prexid.service.sources import remote_write
+from prexid.service.sources.remote_write import LocalIntake, RemoteWriteEndpoint
+
+if TYPE_CHECKING:
+    from prexid.service.sinks.kafka_republish import KafkaRepublisher
 
 
 def processor_of(pipeline: Pipeline, telemetry: Telemetry, settings: Settings) -> Processor:
@@ -59,3 +66,36 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         state.background.append(sink.run)
     processor.listeners = state.alert_listeners
     return state, processor
+
+
+def remote_write_feed(
+    settings: Settings, state: ServiceState | None = None
+) -> tuple[ServiceState, LocalIntake, Processor]:
+    """A `LocalIntake` and the processor its requests feed (`remote_write = "local"`), served from the
+    returned state. Without `state`, the processor is the state's own pipeline's (`prexid run`, which
+    then consumes no Kafka); with one, a pipeline of its own beside the state's (`prexid demo`, whose
+    simulated event clock must not meet the wall-clock times received samples carry)."""
+    if state is None:
+        state, processor = build(settings)
+    else:
+        _, processor = build(settings, state)
+        state.others.append(processor.pipeline)
+    processor.topic_formats[remote_write.TOPIC] = remote_write.FORMAT
+    intake = LocalIntake(settings.remote_write_queue_requests)
+    state.remote_write = RemoteWriteEndpoint(
+        intake, settings.remote_write_token, settings.remote_write_max_body_bytes
+    )
+    return state, intake, processor
+
+
+def remote_write_republisher(settings: Settings, state: ServiceState) -> KafkaRepublisher:
+    """`remote_write = "kafka"`: POST /api/v1/write served from `state`, its samples republished to
+    Kafka by a producer that runs as one of the state's background jobs."""
+    from prexid.service.sinks.kafka_republish import KafkaRepublisher
+
+    republisher = KafkaRepublisher(settings, state.telemetry)
+    state.background.append(republisher.run)
+    state.remote_write = RemoteWriteEndpoint(
+        republisher, settings.remote_write_token, settings.remote_write_max_body_bytes
+    )
+    return republisher

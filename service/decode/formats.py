@@ -14,6 +14,7 @@ from prexid.service.decode import (
     otlp_proto,
     prom_kafka_adapter,
     prom_text,
+    remote_write,
     rfc5424,
     syslog,
     telegraf,
@@ -30,6 +31,7 @@ METRIC_DECODERS: dict[str, MetricDecoder] = {
     "influx": telegraf.decode_line_protocol,
     "otlp_json": otlp.decode,
     "otlp_proto": otlp_proto.decode,
+    "prometheus_remote_write": remote_write.decode,  # what `POST /api/v1/write` receives
 }
 LOG_DECODERS: dict[str, LogDecoder] = {
     "syslog": syslog.decode,  # RFC3164 and RSYSLOG_ForwardFormat (rsyslog omkafka)

@@ -6,7 +6,7 @@ Only cumulative sums are read as counters; a delta sum (`aggregationTemporality`
 `otlp_delta_sum` for the same reason as Vector's incremental metrics. A point flagged
 `NO_RECORDED_VALUE` (the Collector's Prometheus stale marker) is a NaN sample, as the stale marker is.
 Histograms, exponential histograms and summaries are skipped and counted (`Samples.skipped`,
-`prexid_otlp_points_skipped_total`); a message with no point at all is an `empty` dead letter.
+`prexid_points_skipped_total`); a message with no point at all is an `empty` dead letter.
 `otlp_proto.py` reads the protobuf encoding to the same samples.
 """
 

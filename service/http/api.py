@@ -19,6 +19,7 @@ from prexid.service.http.dashboard import dashboard_router, static_files
 from prexid.service.http.evidence import EntityEvidence, node_evidence
 from prexid.service.http.nodes import NodeRanking, node_ranking
 from prexid.service.http.read_view import ReadView
+from prexid.service.http.remote_write import remote_write_router
 from prexid.service.schemas import Alert
 from prexid.service.sinks.prometheus import entity_scores_apart
 
@@ -123,6 +124,8 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
         """The node reliability ledger, worst first: repeat offenders are for RMA or burn-in."""
         return node_ranking(state.pipelines(), max(1, min(limit, 10_000)))
 
+    if state.remote_write is not None:
+        app.include_router(remote_write_router(state.remote_write, state.telemetry))
     app.include_router(dashboard_router(state, view))
     app.mount("/static", static_files(), name="static")
     app.include_router(admin_router(state), include_in_schema=False)  # not advertised to the world

@@ -1,7 +1,7 @@
 """Turns consumed messages into alerts and dead letters: decode, then the pipeline. No I/O here.
 
 Every message is accounted for exactly once: it decodes to at least one record, or to points of a
-kind prexid counts and skips (OTLP histograms: `prexid_otlp_points_skipped_total{reason}`) (counted in
+kind prexid counts and skips (OTLP histograms: `prexid_points_skipped_total{reason}`) (counted in
 `prexid_messages_decoded_total{stream}`) or it becomes a dead letter with a reason (counted in
 `prexid_dead_letters_total{reason}`), so decoded + dead-lettered = consumed (`prexid_messages_total`).
 One bad line of a multi-line log message costs that line only: the message's other lines are read
@@ -518,7 +518,7 @@ class Processor:
             got = pick(msg.topic)(msg.payload, plausible(msg.ts), msg.transport_host())
             skipped = got.skipped if isinstance(got, Samples) else {}
             for reason, n in skipped.items():
-                self.telemetry.otlp_points_skipped.labels(reason).inc(n)
+                self.telemetry.points_skipped.labels(reason).inc(n)
             if not len(got) and not skipped:  # type: ignore[arg-type]
                 raise DecodeError("empty", "decoded to no records")
             if isinstance(got, Samples) and not np.isfinite(got.ts).all():

@@ -269,10 +269,23 @@ class Telemetry:
             ["stream"],
             registry=registry,
         )
-        self.otlp_points_skipped = Counter(
-            "prexid_otlp_points_skipped",
-            "OTLP data points of kinds prexid does not read, by reason (histogram, summary, ...)",
+        self.points_skipped = Counter(
+            "prexid_points_skipped",
+            "Data points of kinds prexid does not read, by reason (OTLP histograms and summaries, "
+            "remote-write native histograms and stale markers, ...)",
             ["reason"],
+            registry=registry,
+        )
+        self.remote_write_requests = Counter(
+            "prexid_remote_write_requests",
+            "POST /api/v1/write requests, by outcome (ok, invalid, unauthorized, too_large, "
+            "unsupported, throttled, unavailable)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.remote_write_samples = Counter(
+            "prexid_remote_write_samples",
+            "Samples of the POST /api/v1/write requests accepted (204)",
             registry=registry,
         )
         self.log_lines_not_kernel = Counter(

@@ -130,7 +130,7 @@ async def test_run_scores_otlp_protobuf_and_pages_an_xid_shown_only_by_the_dcgm_
     assert scored >= produced  # every produced GPU is scored, under its DCGM identity
     uuids = {lab["UUID"] for lab, _ in samples["prexid_gpu_fused_score"]}
     assert all(u.startswith("GPU-") for u in uuids)
-    skipped = {lab["reason"]: v for lab, v in samples["prexid_otlp_points_skipped_total"]}
+    skipped = {lab["reason"]: v for lab, v in samples["prexid_points_skipped_total"]}
     assert skipped == {"histogram": len(records)}  # one histogram point per request, none lost unseen
     decoded = {lab["stream"]: v for lab, v in samples["prexid_messages_decoded_total"]}
     assert decoded["metrics"] == len(records)

@@ -237,8 +237,8 @@ def test_the_processor_counts_skipped_points_and_dead_letters_bad_bytes() -> Non
     out = processor.process(msgs, [], ())
     assert [(d.message.offset, d.reason) for d in out.dead_letters] == [(2, "invalid_protobuf")]
     value = registry.get_sample_value
-    assert value("prexid_otlp_points_skipped_total", {"reason": "histogram"}) == 5
-    assert value("prexid_otlp_points_skipped_total", {"reason": "summary"}) == 1
+    assert value("prexid_points_skipped_total", {"reason": "histogram"}) == 5
+    assert value("prexid_points_skipped_total", {"reason": "summary"}) == 1
     assert value("prexid_messages_decoded_total", {"stream": "metrics"}) == 2  # the histogram-only one too
     assert value("prexid_samples_total") == len(otlp_proto.decode(msgs[0].payload, T))
     assert value("prexid_dead_letters_total", {"reason": "invalid_protobuf"}) == 1

@@ -1,0 +1,116 @@
+"""Where `POST /api/v1/write` hands accepted requests: the intake, and the local one that feeds a pipeline.
+
+The HTTP side answers Prometheus as soon as an intake has taken a request, so what an intake promises
+decides what a 204 means. `LocalIntake` (`remote_write = "local"`, and `prexid demo`) queues each
+request for this process's processor: a bounded queue, so a pipeline that falls behind makes
+Prometheus wait and retry (429) instead of making prexid hold its backlog in memory; and drained on
+shutdown, so a request answered 204 is processed even when a restart follows. The Kafka intake
+(`sinks/kafka_republish.py`) answers once the broker has the samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import SecretStr
+
+from prexid.service.decode.types import Samples
+from prexid.service.pipeline.processor import Message, Output, Processor, runs
+
+log = logging.getLogger(__name__)
+TOPIC = "prometheus.remote_write"  # the source name local requests are consumed under (`TOPIC:0`)
+FORMAT = "prometheus_remote_write"
+
+
+class IntakeFull(Exception):
+    """No room for the request now: 429, and Prometheus retries after `retry_after_s`."""
+
+    def __init__(self, retry_after_s: int = 1) -> None:
+        super().__init__(f"intake full, retry after {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class IntakeUnavailable(Exception):
+    """The intake cannot take requests (stopping, Kafka away): 503, and Prometheus retries."""
+
+
+class Intake(Protocol):
+    async def offer(self, body: bytes, samples: Samples) -> None:
+        """Take one request (`body` as received, `samples` what it decoded to) or raise `IntakeFull` or
+        `IntakeUnavailable`; returning means the request is as safe as this intake makes it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteWriteEndpoint:
+    """What the HTTP route needs: where requests go, the token they must carry, the body limit."""
+
+    intake: Intake
+    token: SecretStr | None = None
+    max_body_bytes: int = 8 * 2**20
+
+
+def record_time(samples: Samples) -> float:
+    """A request's record time: its oldest sample, never later than now. Samples are judged late
+    against it (and their source's progress), so it must not be the receipt time: a backlog that
+    Prometheus retries after an outage is old, not late. Capped at now, so a request dated ahead of
+    the clock is still judged against the clock."""
+    now = time.time()
+    return min(min(samples.ts, default=now), now)
+
+
+class LocalIntake:
+    """Requests queued for one processor, processed in batches by `run` (the feed of `prexid run` in
+    `local` mode, or a second feed in `prexid demo`)."""
+
+    def __init__(self, max_requests: int, max_batch: int = 16) -> None:
+        self.queue: asyncio.Queue[Message] = asyncio.Queue(max_requests)
+        self.max_batch = max_batch
+        self.closed = False
+        self.offset = 0  # each request's offset in the `TOPIC:0` stream, for dead letters and logs
+
+    async def offer(self, body: bytes, samples: Samples) -> None:
+        if self.closed:
+            raise IntakeUnavailable("prexid is stopping")
+        try:
+            self.queue.put_nowait(Message(body, record_time(samples), TOPIC, 0, self.offset))
+        except asyncio.QueueFull:
+            raise IntakeFull(1) from None
+        self.offset += 1
+
+    async def run(self, processor: Processor, on_output: Callable[[Output], None] | None = None) -> None:
+        """Process queued requests until cancelled; then refuse new ones and process what was queued
+        (each was answered 204: Prometheus will not send it again)."""
+        try:
+            while True:
+                batch = [await self.queue.get()]
+                while len(batch) < self.max_batch and not self.queue.empty():
+                    batch.append(self.queue.get_nowait())
+                self._process(processor, batch, on_output)
+        finally:
+            self.closed = True
+            left = [self.queue.get_nowait() for _ in range(self.queue.qsize())]
+            if left:
+                self._process(processor, left, on_output)
+                log.info("processed %d remote_write requests queued at shutdown", len(left))
+
+    @staticmethod
+    def _process(
+        processor: Processor, batch: list[Message], on_output: Callable[[Output], None] | None
+    ) -> None:
+        with processor.telemetry.batch_seconds.time():
+            out = processor.process_isolating(runs(batch), [], backlogged=(), now=time.time())
+        for dl in out.dead_letters:  # no dead-letter topic without Kafka: the log has them
+            m = dl.message
+            log.warning(
+                "remote_write request %s@%d dead-lettered: %s %s", m.topic, m.offset, dl.reason, dl.detail
+            )
+        for a in out.alerts:
+            log.info("alert %s %s %s/%s %s", a.status, a.kind, a.node, a.gpu, a.summary)
+        if on_output is not None:
+            on_output(out)

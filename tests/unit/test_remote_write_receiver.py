@@ -1,0 +1,279 @@
+"""POST /api/v1/write: the status codes Prometheus acts on, the local intake, and the Kafka records."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+import cramjam
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from prexid.service.app.service_state import ServiceState
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build, remote_write_feed
+from prexid.service.decode import prom_kafka_adapter
+from prexid.service.decode.prompb.remote_pb2 import WriteRequest
+from prexid.service.decode.prompb.types_pb2 import MetricMetadata
+from prexid.service.http.api import create_app
+from prexid.service.pipeline.processor import Processor
+from prexid.service.sinks.kafka_republish import adapter_records
+from prexid.service.sources.remote_write import LocalIntake
+from tests.unit.test_decode_remote_write import GPU, STALE, body, series
+
+TOKEN = "remote-write-token-0123"
+HEADERS = {
+    "Content-Encoding": "snappy",
+    "Content-Type": "application/x-protobuf",
+    "X-Prometheus-Remote-Write-Version": "0.1.0",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Receiver:
+    state: ServiceState
+    intake: LocalIntake
+    processor: Processor
+    http: httpx.AsyncClient
+
+    def count(self, name: str, **labels: str) -> float:
+        return self.state.telemetry.registry.get_sample_value(name, labels) or 0.0
+
+    async def post(self, payload: bytes, **headers: str) -> httpx.Response:
+        return await self.http.post("/api/v1/write", content=payload, headers={**HEADERS, **headers})
+
+    async def process_queued(self) -> None:
+        """Run the intake until it has processed what is queued, then stop it (it drains on stop)."""
+        run = asyncio.create_task(self.intake.run(self.processor))
+        await asyncio.sleep(0)
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+
+
+def receiver(settings: Settings | None = None) -> Receiver:
+    state, intake, processor = remote_write_feed(settings or Settings(remote_write="local"))
+    transport = httpx.ASGITransport(app=create_app(state))
+    return Receiver(state, intake, processor, httpx.AsyncClient(transport=transport, base_url="http://p"))
+
+
+async def test_a_request_is_answered_204_and_its_samples_reach_the_pipeline() -> None:
+    rx = receiver()
+    t = now_ms()
+    payload = body(series(GPU, (71.5, t), (72.0, t + 1000)), series({**GPU, "gpu": "2"}, (60.0, t)))
+    response = await rx.post(payload)
+    assert response.status_code == 204, response.text
+    assert rx.count("prexid_remote_write_samples_total") == 3
+    assert rx.count("prexid_remote_write_requests_total", outcome="ok") == 1
+    await rx.process_queued()
+    assert rx.count("prexid_samples_total") == 3  # through the processor's decode path, every one
+    assert rx.count("prexid_messages_decoded_total", stream="metrics") == 1
+    assert {(e.node, e.gpu) for e in rx.state.pipeline.registry.entities} >= {("node-3", 1), ("node-3", 2)}
+
+
+async def test_undecodable_bodies_get_400_with_the_reason_and_count_as_dead_letters() -> None:
+    rx = receiver()
+    response = await rx.post(b"\xff\xff\xff\xff\xff not snappy")
+    assert response.status_code == 400
+    assert response.text.startswith("invalid_snappy")
+    response = await rx.post(bytes(cramjam.snappy.compress_raw(b"\xff\xff\xff")))
+    assert response.status_code == 400 and response.text.startswith("invalid_protobuf")
+    assert rx.count("prexid_remote_write_requests_total", outcome="invalid") == 2
+    assert rx.count("prexid_dead_letters_total", reason="invalid_snappy") == 1
+    assert rx.count("prexid_dead_letters_total", reason="invalid_protobuf") == 1
+    assert rx.intake.queue.empty()
+
+
+async def test_the_bearer_token_is_required_when_set() -> None:
+    rx = receiver(Settings(remote_write="local", remote_write_token=SecretStr(TOKEN)))
+    payload = body(series(GPU, (71.5, now_ms())))
+    assert (await rx.post(payload)).status_code == 401
+    assert (await rx.post(payload, Authorization="Bearer wrong-token-0123456")).status_code == 401
+    assert (await rx.post(payload, Authorization=f"Basic {TOKEN}")).status_code == 401
+    assert (await rx.post(payload, Authorization=f"Bearer {TOKEN}")).status_code == 204
+    assert rx.count("prexid_remote_write_requests_total", outcome="unauthorized") == 3
+    assert rx.intake.queue.qsize() == 1
+
+
+async def test_a_body_over_the_limit_gets_413_before_it_is_decoded() -> None:
+    rx = receiver(Settings(remote_write="local", remote_write_max_body_bytes=1024))
+    big = body(*(series({**GPU, "gpu": str(g)}, (1.0, now_ms())) for g in range(200)))
+    assert len(big) > 1024
+    response = await rx.post(big)
+    assert response.status_code == 413
+    assert rx.count("prexid_remote_write_requests_total", outcome="too_large") == 1
+    assert rx.intake.queue.empty()
+
+
+async def test_a_full_intake_gets_429_with_retry_after_and_takes_requests_again_once_drained() -> None:
+    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=2))
+    payload = body(series(GPU, (71.5, now_ms())))
+    assert [(await rx.post(payload)).status_code for _ in range(2)] == [204, 204]
+    full = await rx.post(payload)
+    assert full.status_code == 429 and full.headers["retry-after"] == "1"
+    assert rx.count("prexid_remote_write_requests_total", outcome="throttled") == 1
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    await asyncio.sleep(0)
+    assert rx.intake.queue.empty()
+    assert (await rx.post(payload)).status_code == 204
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+
+
+async def test_a_stopped_intake_processes_what_it_accepted_and_refuses_more_with_503() -> None:
+    rx = receiver()
+    t = now_ms()
+    for k in range(3):
+        assert (await rx.post(body(series(GPU, (70.0 + k, t + 1000 * k))))).status_code == 204
+    await rx.process_queued()
+    assert rx.count("prexid_samples_total") == 3  # the three accepted requests, processed on stop
+    response = await rx.post(body(series(GPU, (75.0, t + 5000))))
+    assert response.status_code == 503  # Prometheus retries it against the next process
+    assert rx.count("prexid_remote_write_requests_total", outcome="unavailable") == 1
+
+
+async def test_metadata_only_requests_are_accepted_and_go_nowhere() -> None:
+    rx = receiver()
+    meta = WriteRequest(metadata=[MetricMetadata(metric_family_name="DCGM_FI_DEV_GPU_TEMP", help="t")])
+    payload = bytes(cramjam.snappy.compress_raw(meta.SerializeToString()))
+    assert (await rx.post(payload)).status_code == 204
+    assert rx.intake.queue.empty()
+
+
+async def test_stale_markers_are_accepted_and_counted_as_skipped_points() -> None:
+    rx = receiver()
+    t = now_ms()
+    assert (await rx.post(body(series(GPU, (71.0, t), (STALE, t + 1000))))).status_code == 204
+    await rx.process_queued()
+    assert rx.count("prexid_points_skipped_total", reason="stale_marker") == 1
+    assert rx.count("prexid_samples_total") == 1
+    assert rx.count("prexid_dead_letters_total", reason="empty") == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ({"Content-Encoding": "gzip"}, "Content-Encoding"),
+        ({"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v2.Request"}, "2.0"),
+        ({"X-Prometheus-Remote-Write-Version": "2.0.0"}, "2.0"),
+        ({"Content-Type": "application/json"}, "Content-Type"),
+    ],
+)
+async def test_what_is_not_remote_write_1_0_gets_415(headers: dict[str, str], why: str) -> None:
+    rx = receiver()
+    response = await rx.post(body(series(GPU, (71.0, now_ms()))), **headers)
+    assert response.status_code == 415 and why in response.text
+
+
+async def test_the_endpoint_is_not_served_unless_asked_for() -> None:
+    state, _ = build(Settings())
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(state)), base_url="http://p"
+    ) as c:
+        assert (await c.post("/api/v1/write", content=b"", headers=HEADERS)).status_code in (404, 405)
+
+
+async def test_the_demo_feeds_received_samples_to_a_pipeline_of_their_own() -> None:
+    state, demo = build(Settings())
+    _, intake, received = remote_write_feed(Settings(), state)
+    assert received.pipeline is not demo.pipeline
+    assert state.pipelines() == [demo.pipeline, received.pipeline]
+    assert received.listeners is demo.listeners  # alerts go to the same sinks
+    assert state.remote_write is not None and state.remote_write.intake is intake
+
+
+def test_kafka_mode_refuses_a_target_topic_read_in_another_format() -> None:
+    with pytest.raises(ValueError, match="republishes prometheus-kafka-adapter JSON"):
+        Settings(remote_write="kafka", metrics_format="vector")
+    with pytest.raises(ValueError, match="republishes"):
+        Settings(remote_write="kafka", remote_write_topic="rw", topic_formats={"rw": "prom_text"})
+    Settings(
+        remote_write="kafka", remote_write_topic="rw", topic_formats={"rw": "auto"}, metrics_format="vector"
+    )
+
+
+def test_a_short_remote_write_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 16"):
+        Settings(remote_write_token=SecretStr("short"))
+
+
+def test_republished_records_are_adapter_json_keyed_by_node_that_the_fast_path_reads() -> None:
+    from prexid.service.decode import remote_write
+
+    t = 1_796_205_600_250
+    node = {"__name__": "node_load1", "instance": "node-7.cluster.local:9100", "job": "node"}
+    samples = remote_write.decode(
+        body(
+            series(GPU, (71.5, t), (math.inf, t + 15_000)),
+            series(node, (math.nan, t), (2.5, t + 15_250)),
+        ),
+        0.0,
+    )
+    records = adapter_records(samples)
+    assert [k for k, _, _ in records] == [b"node-3", b"node-3", b"node-7", b"node-7"]
+    assert [ms for _, _, ms in records] == [t, t + 15_000, t, t + 15_250]  # the record times
+    decoded = [r for _, v, _ in records for r in prom_kafka_adapter.decode(v, 0.0).rows()]
+    assert [(r.name, r.labels, r.ts) for r in decoded] == [
+        (n, lab, ts) for n, lab, ts in zip(samples.names, samples.labels, samples.ts, strict=True)
+    ]
+    assert decoded[1].value == math.inf and math.isnan(decoded[2].value) and decoded[3].value == 2.5
+    assert decoded[0].ts == 1_796_205_600.25  # milliseconds survive
+    for _, value, _ in records:  # the consumers' fast path reads them without parsing JSON
+        assert prom_kafka_adapter.split(value) is not None
+
+
+async def test_kafka_mode_answers_503_while_the_broker_is_away_and_keeps_trying() -> None:
+    import socket
+
+    from prexid.service.app.wiring import remote_write_republisher
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(remote_write="kafka", kafka_bootstrap=f"127.0.0.1:{port}")
+    state, _ = build(settings)
+    republisher = remote_write_republisher(settings, state)
+    producing = asyncio.create_task(state.background[-1]())
+    transport = httpx.ASGITransport(app=create_app(state))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as http:
+            await asyncio.sleep(1.0)  # a failed bootstrap or two
+            response = await http.post(
+                "/api/v1/write", content=body(series(GPU, (71.0, now_ms()))), headers=HEADERS
+            )
+        assert response.status_code == 503  # Prometheus keeps the samples and retries
+        assert not producing.done()  # the producer keeps trying: no crash of the server
+        assert republisher.producer is None
+    finally:
+        producing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await producing
+
+
+async def test_a_retried_backlog_an_hour_old_is_read_not_dropped_as_late() -> None:
+    rx = receiver()
+    hour_ago = now_ms() - 3_600_000
+    for k in range(3):  # what Prometheus resends after an outage: old, in order
+        payload = body(series(GPU, (70.0 + k, hour_ago + 15_000 * k)))
+        assert (await rx.post(payload)).status_code == 204
+    await rx.process_queued()
+    assert rx.count("prexid_samples_total") == 3
+    assert rx.count("prexid_late_samples_total", source="prometheus.remote_write:0") == 0
+
+
+async def test_a_request_dated_a_day_ahead_of_the_clock_is_a_future_timestamp_dead_letter() -> None:
+    rx = receiver()
+    assert (await rx.post(body(series(GPU, (70.0, now_ms()))))).status_code == 204
+    assert (await rx.post(body(series(GPU, (71.0, now_ms() + 86_400_000))))).status_code == 204
+    await rx.process_queued()
+    assert rx.count("prexid_dead_letters_total", reason="future_timestamp") == 1
+    assert rx.count("prexid_future_samples_total", source="prometheus.remote_write:0") == 1
