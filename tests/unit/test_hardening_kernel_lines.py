@@ -452,11 +452,12 @@ def test_a_fragment_let_go_by_its_hosts_next_record_pages_as_it_stands() -> None
 
 
 def test_the_end_of_a_replay_lets_every_held_fragment_go() -> None:
-    processor = wiring.processor(logs_format="kmsg")
+    registry = CollectorRegistry()
+    processor = wiring.processor(logs_format="kmsg", metrics=registry)
     out = processor.process(
         [], _records("3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, GPU"), (), drain=True
     )
-    assert _xids(out) == [(79, "a", "GPU")]
+    assert _xids(out) == [(79, "a", "GPU")] and _fragments(registry, "expired") == 1
 
 
 def test_fragments_held_at_once_are_bounded_and_none_is_lost() -> None:
@@ -498,9 +499,13 @@ def test_a_batch_retried_in_parts_sees_the_fragments_it_saw() -> None:
         return real(xids)  # type: ignore[return-value]
 
     processor.pipeline.ingest_xids = fail_once  # type: ignore[method-assign,assignment]
-    payloads = (
-        "3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=pyt",
-        "3,2,5000000,-;hon3, GPU gone",
+    piece = Message(
+        b"3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=pyt", REF, "logs", 0, 1, b"node-a"
     )
-    out = processor.process_isolating([], _records(*payloads), ())
-    assert _xids(out) == [(79, "python3", "GPU gone")]
+    other = Message(
+        b"3,9,5000000,-;NVRM: Xid (PCI:0000:86:00): 48, pid=1, name=b, DBE", REF, "logs", 0, 2, b"node-b"
+    )
+    out = processor.process_isolating([], [piece, other], ())  # failed whole, then run in halves
+    assert _xids(out) == [(48, "b", "DBE")]  # node-a's piece is held once, not let go by its own copy
+    end = Message(b"3,2,5000000,-;hon3, GPU gone", REF, "logs", 0, 3, b"node-a")
+    assert _xids(processor.process_isolating([], [end], ())) == [(79, "python3", "GPU gone")]
