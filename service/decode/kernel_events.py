@@ -137,7 +137,7 @@ _TAG = re.compile(r"kernel(?:\[\d{1,10}\])?: ")  # the syslog tag a split record
 # what only a record of its own begins with: a printk time, or the head of a GPU line
 _NEW_RECORD = re.compile(r"\[ *\d{1,10}\.\d{1,9}\]|NVRM: |nvidia-nvswitch\d")
 _NO_CODE = re.compile(r"\): \D")  # a whole head followed by no code: no Xid, cut or not
-_CUT_MARKS = ("NV", "NVR", "NVRM", "NVRM:")  # a line cut inside the marker itself
+_CUT_MARKS = ("N", "NV", "NVR", "NVRM", "NVRM:")  # a line cut inside the marker itself
 Cut = Literal["head", "text"]
 
 

@@ -509,3 +509,33 @@ def test_a_batch_retried_in_parts_sees_the_fragments_it_saw() -> None:
     assert _xids(out) == [(48, "b", "DBE")]  # node-a's piece is held once, not let go by its own copy
     end = Message(b"3,2,5000000,-;hon3, GPU gone", REF, "logs", 0, 3, b"node-a")
     assert _xids(processor.process_isolating([], [end], ())) == [(79, "python3", "GPU gone")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=1, max_value=len(XID) - 1), apart=st.booleans())
+def test_an_xid_line_cut_anywhere_into_kmsg_fragments_reads_as_the_whole_line(cut: int, apart: bool) -> None:
+    """Wherever the kernel cut the line, in one record or two batches: the event of the whole line."""
+    [whole] = extract_events([_line(XID)])
+    processor = wiring.processor(logs_format="kmsg")
+    head, tail = f"3,1,5000000,c;{XID[:cut]}", f"3,2,5000000,-;{XID[cut:]}"
+    if apart:
+        events = processor.process([], _records(head), ()).events
+        events += processor.process([], _records(tail, first_offset=11), ()).events
+    else:
+        events = processor.process([], _records(f"{head}\n{tail}"), ()).events
+    assert [(e.code, e.process, e.message) for e in events if isinstance(e, XidEvent)] == [
+        (79, "python3", "GPU has fallen off the bus.")
+    ]
+    assert isinstance(whole, XidEvent) and whole.message == "GPU has fallen off the bus."
+
+
+@settings(max_examples=60, deadline=None)
+@given(pad=st.integers(min_value=0, max_value=1000))
+def test_a_syslog_line_cut_anywhere_at_1024_bytes_reads_as_the_whole_line(pad: int) -> None:
+    """The shipper's cut falls wherever the line's length puts it: before, inside or after the head."""
+    envelope = "<4>Dec  2 13:00:15 node-a kernel: "
+    line = f"{envelope}[1234567.890123] {'p' * pad}{XID} {'y' * 1200}".encode()
+    first, rest = line[:1024].decode(), line[1024:].decode()
+    out = wiring.processor(logs_format="syslog").process([], _records(first, envelope + rest), ())
+    assert _xids(out) == [(79, "python3", f"GPU has fallen off the bus. {'y' * 1200}")]
+    assert out.dead_letters == []
