@@ -4,7 +4,9 @@
   optionally with `dmesg -x` prefixes `kern  :err   : `: a facility other than `kern` is userspace
   writing to /dev/kmsg, never a kernel line. Without the prefix the origin is `unproven`.
 - `/dev/kmsg`: `PRI,SEQ,TS_USEC,FLAGS[,...];message`, followed by ` KEY=VALUE` dictionary lines (skipped).
-  Only facility `kern` records count; userspace can write other facilities to /dev/kmsg.
+  Only facility `kern` records count; userspace can write other facilities to /dev/kmsg. FLAGS `c`
+  marks a fragment of a line the kernel stored in pieces (`+` for the later ones before Linux 4.9):
+  the line goes on in the next record (`KernelLine.partial`).
 Neither names the host: it comes from the Kafka key or `host` header (`unknown` without one). Seconds
 since boot are not a wall time, so those lines take the record time; `dmesg -T` times are read as UTC.
 """
@@ -17,7 +19,7 @@ from datetime import UTC, datetime
 from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line, utf8
 
 _DMESG = re.compile(r"^(?:(?P<facility>[a-z0-9]{1,8}) *:[a-z]{1,8} *: )?\[(?P<stamp>[^\]]*)\] ?(?P<msg>.*)$")
-_KMSG = re.compile(r"^(?P<pri>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<msg>.*)$")
+_KMSG = re.compile(r"^(?P<pri>\d+),(?P<seq>\d+),(?P<usec>\d+),(?P<flags>[^,;]*)[^;]*;(?P<msg>.*)$")
 _MONOTONIC = re.compile(r"^\s*\d+\.\d+$")
 
 
@@ -57,4 +59,5 @@ def _kmsg_line(raw: str, ref_ts: float, host: str | None) -> KernelLine | None:
     m = _KMSG.match(raw)
     if m is None:
         raise DecodeError("not_kmsg", raw[:120])
-    return KernelLine(ref_ts, host or "unknown", m["msg"], int(m["pri"]) >> 3 == 0)
+    partial = m["flags"] in ("c", "+")  # a fragment: the line goes on in the next record
+    return KernelLine(ref_ts, host or "unknown", m["msg"], int(m["pri"]) >> 3 == 0, "proven", partial)

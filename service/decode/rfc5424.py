@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.types import DecodeError, KernelLine, LineError, each_line, utf8
+from prexid.service.decode.types import DecodeError, KernelLine, LineError, at_split_size, each_line, utf8
 
 _HEAD = re.compile(r"^<(?P<pri>\d{1,3})>1 (?P<ts>\S+) (?P<host>\S+) (?P<app>\S+) \S+ \S+ (?P<rest>.*)$")
 _SD = re.compile(r'^(?:-|(?:\[(?:[^\]"\\]|\\.|"(?:[^"\\]|\\.)*")*\])+)(?: |$)')
@@ -34,4 +34,4 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
 def decode(
     payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
 ) -> list[KernelLine]:
-    return each_line(payload, lambda raw: parse_line(utf8(raw), ref_ts), errors)
+    return each_line(payload, lambda raw: at_split_size(parse_line(utf8(raw), ref_ts), raw), errors)

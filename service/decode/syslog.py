@@ -15,7 +15,15 @@ import re
 from datetime import UTC, datetime
 
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.types import DecodeError, KernelLine, LineError, Trust, each_line, utf8
+from prexid.service.decode.types import (
+    DecodeError,
+    KernelLine,
+    LineError,
+    Trust,
+    at_split_size,
+    each_line,
+    utf8,
+)
 
 _LINE = re.compile(
     r"^(?:<(?P<pri>\d{1,3})>)?(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})"
@@ -69,5 +77,6 @@ def parse_line(raw: str, ref_ts: float) -> KernelLine:
 def decode(
     payload: bytes, ref_ts: float, /, host: str | None = None, errors: list[LineError] | None = None
 ) -> list[KernelLine]:
-    """Every non-empty line of the message; a message may hold several lines."""
-    return each_line(payload, lambda raw: parse_line(utf8(raw), ref_ts), errors)
+    """Every non-empty line of the message; a message may hold several lines. A record exactly a
+    split size long (RFC3164's 1024 bytes) may go on in the host's next one: marked `partial`."""
+    return each_line(payload, lambda raw: at_split_size(parse_line(utf8(raw), ref_ts), raw), errors)

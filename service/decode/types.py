@@ -78,6 +78,19 @@ class KernelLine(NamedTuple):
     message: str
     kernel: bool = True
     trust: Trust = "proven"
+    # the envelope says the line goes on in the host's next record: a `/dev/kmsg` fragment (flag `c`,
+    # or `+` on kernels before 4.9), or a syslog record exactly a shipper's size limit long
+    partial: bool = False
+
+
+# Record sizes at which shippers split a longer line into the next record (RFC3164's 1024 bytes, and
+# the buffer sizes of common relays): a record of exactly such a size may be a line's first part.
+SPLIT_SIZES = frozenset({1024, 2048, 4096, 8192})
+
+
+def at_split_size(line: KernelLine, raw: bytes) -> KernelLine:
+    """The line, marked `partial` when its record is exactly a shipper's split size long."""
+    return line._replace(partial=True) if len(raw) in SPLIT_SIZES else line
 
 
 class DecodeError(Exception):

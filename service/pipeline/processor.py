@@ -35,13 +35,22 @@ from numpy.typing import NDArray
 from prexid.detectors.watermark import plausible
 from prexid.service.decode import formats, prom_kafka_adapter
 from prexid.service.decode.common import parse_rfc3339
-from prexid.service.decode.kernel_events import extract_events
-from prexid.service.decode.types import DecodeError, KernelLine, LineError, LogDecoder, MetricDecoder, Samples
+from prexid.service.decode.kernel_events import Fragment, Rejoiner, cut_short, extract_events
+from prexid.service.decode.types import (
+    DecodeError,
+    KernelLine,
+    LineError,
+    LogDecoder,
+    MetricDecoder,
+    Samples,
+    Trust,
+)
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import Alert, GpuOffBusEvent, KernelEvent, XidEvent
 from prexid.service.sinks.prometheus import Telemetry
 
 log = logging.getLogger(__name__)
+_TRUST: dict[str, Trust] = {"proven": "proven", "unproven": "unproven", "refused": "refused"}
 HOST_HEADERS = ("host", "prexid.host")
 T = TypeVar("T")
 
@@ -172,6 +181,7 @@ class Processor:
         self.held_since: list[float] = []  # per held Xid: the wall time it was held at (`now`)
         self.max_new_series_per_message = 20_000
         self.xid_max_hold_s = 60.0  # an Xid pages after this long held, backlog or not (`now` given)
+        self.rejoiner: Rejoiner[Message] = Rejoiner()  # kernel lines split across a host's records
         self.listeners: list[Callable[[list[Alert]], None]] = []  # sinks that take alerts as they happen
 
     def process(
@@ -200,11 +210,26 @@ class Processor:
 
         `now` (wall time, live feeds only) bounds how long an Xid is held for a backlogged metric
         partition: one whose leader is away looks backlogged for as long as it is away."""
+        pending, clock, joined = dict(self.rejoiner.pending), self.rejoiner.clock, self.rejoiner.joined
+        try:
+            return self._process_runs(metrics, logs, backlogged, drain, now)
+        except BaseException:  # a batch retried in parts (`process_isolating`) sees the fragments it saw
+            self.rejoiner.pending, self.rejoiner.clock, self.rejoiner.joined = pending, clock, joined
+            raise
+
+    def _process_runs(
+        self,
+        metrics: Sequence[Run],
+        logs: Sequence[Message],
+        backlogged: Collection[str],
+        drain: bool,
+        now: float | None,
+    ) -> Output:
         out = Output()
         refused_before = self.pipeline.registry.refused
         by_source, decoded = self._decode_metrics(metrics, out)
         self.telemetry.series_refused.inc(self.pipeline.registry.refused - refused_before)
-        lines = self._decode_logs(logs, out)
+        lines, origins = self._decode_logs(logs, out)
         for source, cols in by_source.items():
             ids, ts, values, refused = self._refuse_future(source, cols, out)
             decoded -= refused
@@ -212,7 +237,7 @@ class Processor:
         self.telemetry.messages_decoded.labels("metrics").inc(decoded)
         self.pipeline.watermarks.set_backlogged(set(backlogged))
         out.alerts.extend(self.pipeline.advance(drain))
-        out.events = extract_events(lines)
+        out.events = self._kernel_events(lines, origins, drain, now, out)
         fresh = [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
         self.held_xids += fresh
         self.held_since += [np.inf if now is None else now] * len(fresh)
@@ -457,10 +482,46 @@ class Processor:
         except DecodeError:  # a format that is no metric format: each message is a dead letter
             return False
 
-    def _decode_logs(self, logs: Sequence[Message], out: Output) -> list[KernelLine]:
-        """Every log message's lines. A message none of whose lines decode is one dead letter (the
-        first bad line's reason); in a message with good lines, each bad line is a dead letter."""
+    def _kernel_events(
+        self, lines: list[KernelLine], origins: list[Message], drain: bool, now: float | None, out: Output
+    ) -> list[KernelEvent]:
+        """The events of the lines, with lines split across a host's records joined first (`Rejoiner`).
+        A held line let go unjoined gives the events it holds; an evidently cut Xid head in it (its
+        code may be cut) gives none and is a dead letter (`kernel_line_incomplete`) instead."""
+        rejoiner = self.rejoiner
+        joined_before = rejoiner.joined
+        items = rejoiner.feed(lines, origins, self.pipeline.watermark, now)
+        items += rejoiner.expire(now, everything=drain)
+        self.telemetry.kernel_fragments.labels("joined").inc(rejoiner.joined - joined_before)
+        whole = []
+        for item in items:
+            line = self._let_go(item, out) if isinstance(item, Fragment) else item
+            if line is not None:
+                whole.append(line)
+        return extract_events(whole)
+
+    def _let_go(self, frag: Fragment[Message], out: Output) -> KernelLine | None:
+        """A held line no continuation completed, to be read as it stands; an evidently cut Xid head
+        at its end is cut off it and dead-lettered (None: nothing else was left)."""
+        line = frag.line
+        cut = cut_short(line.message)
+        if cut is None or cut[0] == "text":
+            self.telemetry.kernel_fragments.labels("expired").inc()
+            return line
+        self.telemetry.kernel_fragments.labels("incomplete").inc()
+        head, tail = line.message[: cut[1]], line.message[cut[1] :]
+        why = f"an Xid line cut short, not continued in {self.rejoiner.window_s:g} s: {tail[:120]!r}"
+        out.dead_letters.append(
+            DeadLetter(frag.origin._replace(payload=line.message.encode()), "kernel_line_incomplete", why)
+        )
+        return line._replace(message=head) if head.strip() else None
+
+    def _decode_logs(self, logs: Sequence[Message], out: Output) -> tuple[list[KernelLine], list[Message]]:
+        """Every log message's lines, and for each the message it came from. A message none of whose
+        lines decode is one dead letter (the first bad line's reason); in a message with good lines,
+        each bad line is a dead letter."""
         lines: list[KernelLine] = []
+        origins: list[Message] = []
         decoded = 0
         for msg in logs:
             errors: list[LineError] = []
@@ -488,9 +549,10 @@ class Processor:
                 dl = DeadLetter(msg._replace(payload=bad.line), bad.error.reason, detail, bad.number)
                 out.dead_letters.append(dl)
             lines.extend(got)
+            origins.extend([msg] * len(got))
             decoded += 1
         self.telemetry.messages_decoded.labels("logs").inc(decoded)
-        return lines
+        return lines, origins
 
     def _dated(self, lines: list[KernelLine], msg: Message, errors: list[LineError]) -> list[KernelLine]:
         """The lines with a usable time. One with none (no time of its own and no record time) is a bad
@@ -543,11 +605,36 @@ class Processor:
         return self.decode_logs if name is None else _pick(formats.LOG_DECODERS, name, topic)
 
     def snapshot_meta(self) -> dict[str, Any]:
-        return {"held_xids": [x.model_dump(mode="json") for x in self.held_xids]}
+        """Held Xids and held kernel-line fragments: a fragment's first record is behind the offsets
+        stored with the snapshot, so a new owner would otherwise never see it."""
+        fragments = [
+            {
+                "line": list(f.line),
+                "origin": [f.origin.ts, f.origin.topic, f.origin.partition, f.origin.offset],
+                "held_at": f.held_at,
+                "pieces": f.pieces,
+            }
+            for f in self.rejoiner.pending.values()
+        ]
+        return {
+            "held_xids": [x.model_dump(mode="json") for x in self.held_xids],
+            "kernel_fragments": fragments,
+            "kernel_clock": self.rejoiner.clock if np.isfinite(self.rejoiner.clock) else None,
+        }
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
         self.held_xids = [XidEvent.model_validate(x) for x in meta["held_xids"]]
         self.held_since = [np.inf] * len(self.held_xids)  # held again from the next batch's `now`
+        pending: dict[str, Fragment[Message]] = {}
+        for f in meta.get("kernel_fragments", []):  # none in snapshots of older builds
+            ts, host, message, kernel, trust, partial = f["line"]
+            line = KernelLine(float(ts), str(host), str(message), bool(kernel), _TRUST[trust], bool(partial))
+            ts, topic, partition, offset = f["origin"]
+            origin = Message(b"", float(ts), str(topic), int(partition), int(offset))
+            pending[line.host] = Fragment(line, origin, float(f["held_at"]), pieces=int(f["pieces"]))
+        self.rejoiner.pending = pending
+        clock = meta.get("kernel_clock")
+        self.rejoiner.clock = -np.inf if clock is None else float(clock)
 
     def _release_xids(self, everything: bool, now: float | None) -> list[XidEvent]:
         """Held Xids the metric stream has reached (all of them if it is caught up), or held for longer

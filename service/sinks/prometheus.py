@@ -306,6 +306,16 @@ class Telemetry:
         self.kernel_events = Counter(
             "prexid_kernel_events", "GPU events found in kernel lines, by kind", ["kind"], registry=registry
         )
+        self.kernel_fragments = Counter(
+            "prexid_kernel_fragments",
+            "Kernel lines split across a host's records, by outcome: joined (a continuation appended), "
+            "expired (let go unjoined, its events read as they stand), incomplete (let go with its Xid "
+            "head cut short: a dead letter, kernel_line_incomplete)",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("joined", "expired", "incomplete"):
+            self.kernel_fragments.labels(outcome)
         self.future_samples = Counter(
             "prexid_future_samples",
             "Metric samples dropped as dated too far ahead of their source, by source",

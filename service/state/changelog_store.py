@@ -11,12 +11,19 @@ Snapshots are zlib-compressed (level 1) in a worker thread, not by the producer:
 at level 9 on the event loop, ~3 s per 100 MB, stalling consumption and heartbeats at every checkpoint.
 A restore reads the stream as it decompresses it (`Inflate`), so the snapshot is never whole in memory
 beside the state it becomes.
+
+Every chunk names its writer (`prexid.writer`: host, process and store), so the state topic shows which
+replica wrote each snapshot: one that goes on writing a partition another replica owns (a zombie shard)
+is seen there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -32,6 +39,7 @@ from prexid.service.state.snapshot import SnapshotError
 log = logging.getLogger(__name__)
 CHUNKS_HEADER = "prexid.chunks"
 SIZE_HEADER = "prexid.size"  # the snapshot's bytes before compression
+WRITER_HEADER = "prexid.writer"  # who wrote it: `host:pid:store`
 MAX_DEFLATE_RATIO = 1032  # deflate's largest expansion: a stored size beyond it is a lie
 
 
@@ -112,6 +120,7 @@ class ChangelogStore:
         self.settings = settings
         self.topic = state_topic(settings)
         self.chunk = settings.snapshot_chunk_bytes
+        self.writer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.producer = AIOKafkaProducer(
             **client_options(settings),
             acks="all",
@@ -132,7 +141,11 @@ class ChangelogStore:
         until the broker has all of it (acks=all)."""
         chunks = await asyncio.to_thread(compressed_chunks, pieces, self.chunk)  # zlib lets go of the GIL
         size = sum(len(piece) for piece in pieces)
-        header = [(CHUNKS_HEADER, str(len(chunks)).encode()), (SIZE_HEADER, str(size).encode())]
+        header = [
+            (CHUNKS_HEADER, str(len(chunks)).encode()),
+            (SIZE_HEADER, str(size).encode()),
+            (WRITER_HEADER, self.writer.encode()),
+        ]
         futures = [
             await self.producer.send(
                 self.topic, part, key=f"shard-{shard}/{i}".encode(), partition=shard, headers=header

@@ -14,10 +14,11 @@ from prometheus_client import CollectorRegistry
 
 from prexid.service.app.settings import Settings
 from prexid.service.decode import formats
-from prexid.service.decode.kernel_events import extract_events
+from prexid.service.decode.kernel_events import MAX_PENDING_HOSTS, extract_events
 from prexid.service.decode.types import DecodeError, KernelLine
 from prexid.service.pipeline.processor import Message, Output
 from prexid.service.schemas import GpuResetEvent, XidEvent
+from prexid.service.state import snapshot
 from tests.unit import wiring
 
 REF = 1_796_205_600.0  # 2026-12-02T10:00:00Z
@@ -336,3 +337,205 @@ def test_kernel_only_topics_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> Non
     assert Settings().kernel_only_topics is None  # every log topic
     monkeypatch.setenv("PREXID_KERNEL_ONLY_TOPICS", '["prexid.kernel-logs"]')
     assert Settings().kernel_only_topics == ["prexid.kernel-logs"]
+
+
+# --- item 10: NVRM lines split across records -------------------------------------------------
+
+FULL_TEXT = (
+    "Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f1a_2b3c4000. "
+    "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ"
+)
+
+
+def _records(*payloads: str, ts: float = REF, first_offset: int = 10) -> list[Message]:
+    return [Message(p.encode(), ts, "logs", 0, first_offset + i) for i, p in enumerate(payloads)]
+
+
+def _xids(out: Output) -> list[tuple[int, str | None, str]]:
+    return [(e.code, e.process, e.message) for e in out.events if isinstance(e, XidEvent)]
+
+
+def _fragments(registry: CollectorRegistry, outcome: str) -> float:
+    return registry.get_sample_value("prexid_kernel_fragments_total", {"outcome": outcome}) or 0.0
+
+
+def test_a_kmsg_line_stored_in_fragments_is_one_xid_with_its_details() -> None:
+    """`/dev/kmsg` flags a line the kernel stored in pieces `c`; the piece that ends it is `-`. Before,
+    the first piece paged with process `pyt` and no text, and the second was read as nothing."""
+    registry = CollectorRegistry()
+    processor = wiring.processor(logs_format="kmsg", metrics=registry)
+    head = "3,1021,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=pyt"
+    out = processor.process([], _records(head, "3,1022,5000001,-;hon3, GPU has fallen off the bus."), ())
+    assert _xids(out) == [(79, "python3", "GPU has fallen off the bus.")]
+    assert out.dead_letters == [] and _fragments(registry, "joined") == 1
+
+
+def test_an_xid_code_cut_between_its_digits_is_read_whole() -> None:
+    """Cut after `: 7`, the first piece alone reads as Xid 7: a different fault, and the wrong page."""
+    payload = "3,5,5000000,c;NVRM: Xid (PCI:0000:3b:00): 7\n3,6,5000000,c;9, pid=1, name=x, \n3,7,5000000,-;GPU gone"
+    out = wiring.processor(logs_format="kmsg").process([], _records(payload), ())
+    assert _xids(out) == [(79, "x", "GPU gone")]
+
+
+def test_a_syslog_record_cut_at_1024_bytes_is_joined_with_the_next_record_of_its_host() -> None:
+    """A shipper with RFC3164's 1024-byte limit sends the rest as another message of the same host,
+    tag and all, without the Xid head: one event, the driver's whole text."""
+    envelope = "<4>Dec  2 13:00:15 node-a kernel: "
+    line = f"{envelope}[1234567.890123] NVRM: Xid (PCI:0000:3b:00): 31, pid=2231, name=python3, {FULL_TEXT}"
+    line += " " + "x" * 1100
+    first, rest = line.encode()[:1024].decode(), line.encode()[1024:].decode()
+    other = "<4>Dec  2 13:00:15 node-b kernel: [1234567.9] NVRM: Xid (PCI:0000:86:00): 48, pid=1, name=a, DBE"
+    out = wiring.processor(logs_format="syslog").process([], _records(first, other, envelope + rest), ())
+    assert _xids(out) == [(48, "a", "DBE"), (31, "python3", f"{FULL_TEXT} {'x' * 1100}")]
+    assert [e.node for e in out.events] == ["node-b", "node-a"]
+
+
+def test_a_fragment_waits_for_its_continuation_across_batches() -> None:
+    """A fetch can end between the two records: the held piece waits for the next batch (event time)."""
+    processor = wiring.processor(logs_format="kmsg")
+    first = processor.process(
+        [], _records("3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, GPU "), ()
+    )
+    assert first.events == [] and first.dead_letters == []
+    second = processor.process([], _records("3,2,5000000,-;has fallen off the bus.", first_offset=11), ())
+    assert _xids(second) == [(79, "a", "GPU has fallen off the bus.")]
+
+
+def test_a_line_from_another_source_between_the_pieces_is_not_taken_for_the_continuation() -> None:
+    """Pieces are joined per host, and only kernel lines continue a kernel line: a user's
+    `logger -t kernel` line (facility user) can neither end an Xid nor write into it."""
+    envelope = "<0>Dec  2 13:00:15 {host} kernel: "
+    head = envelope.format(host="node-a") + "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, GPU has "
+    padding = " " * (1024 - len(head.encode()))  # cut at the shipper's limit, here in the text's spaces
+    payloads = [
+        head + padding,
+        envelope.format(host="node-b") + "NVRM: Xid (PCI:0000:86:00): 48, pid=1, name=b, DBE",
+        "<13>Dec  2 13:00:15 node-a kernel: forged by a user",
+        envelope.format(host="node-a") + "fallen off the bus.",
+    ]
+    out = wiring.processor(logs_format="syslog").process([], _records(*payloads), ())
+    assert _xids(out) == [(48, "b", "DBE"), (79, "a", f"GPU has {padding}fallen off the bus.")]
+    assert not any("forged" in e.message for e in out.events)
+
+
+def test_a_cut_xid_head_that_never_completes_is_a_dead_letter_with_a_reason() -> None:
+    """No continuation within 5 s of event time: the code may be cut (`: 7` of `: 79`), so it is no
+    event, and a dead letter saying so, counted. Before, it was silently nothing."""
+    registry = CollectorRegistry()
+    processor = wiring.processor(logs_format="syslog", metrics=registry)
+    cut = "<0>Dec  2 13:00:15 node-a kernel: NVRM: Xid (PCI:0000:3b:0"
+    at = REF + 3 * 3600 + 15  # the lines' own time, the records' too
+    assert processor.process([], _records(cut, ts=at), ()).dead_letters == []  # held, not yet given up
+    later = "<0>Dec  2 13:00:21 node-b kernel: NVRM: GPU 0000:86:00.0: Resetting GPU"
+    out = processor.process([], _records(later, ts=at + 6, first_offset=11), ())
+    [dl] = out.dead_letters
+    assert dl.reason == "kernel_line_incomplete" and "not continued in 5 s" in dl.detail
+    assert (dl.message.topic, dl.message.offset) == ("logs", 10)
+    assert dl.message.payload.endswith(b"NVRM: Xid (PCI:0000:3b:0")
+    assert [e.kind for e in out.events] == ["gpu_reset"]
+    assert _fragments(registry, "incomplete") == 1
+    assert registry.get_sample_value("prexid_dead_letters_total", {"reason": "kernel_line_incomplete"}) == 1
+
+
+def test_a_fragment_let_go_by_its_hosts_next_record_pages_as_it_stands() -> None:
+    """A `c` piece whose end never comes (the host's next record is a new line): its Xid code is
+    whole, so it pages with the text it has, and the new line is read too; counted as expired."""
+    registry = CollectorRegistry()
+    processor = wiring.processor(logs_format="kmsg", metrics=registry)
+    payloads = (
+        "3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, GPU has",
+        "3,2,5000000,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE",
+    )
+    out = processor.process([], _records(*payloads), ())
+    assert _xids(out) == [(79, "a", "GPU has"), (48, "a", "DBE")]
+    assert _fragments(registry, "expired") == 1 and out.dead_letters == []
+
+
+def test_the_end_of_a_replay_lets_every_held_fragment_go() -> None:
+    registry = CollectorRegistry()
+    processor = wiring.processor(logs_format="kmsg", metrics=registry)
+    out = processor.process(
+        [], _records("3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=a, GPU"), (), drain=True
+    )
+    assert _xids(out) == [(79, "a", "GPU")] and _fragments(registry, "expired") == 1
+
+
+def test_fragments_held_at_once_are_bounded_and_none_is_lost() -> None:
+    """One held piece per host, at most `MAX_PENDING_HOSTS`: past it the oldest is let go (here a cut
+    head each, so a dead letter each), never dropped unseen."""
+    hosts = MAX_PENDING_HOSTS + 50
+    processor = wiring.processor(logs_format="syslog")
+    payloads = [f"<0>Dec  2 13:00:15 node-{i} kernel: NVRM: Xid (PCI:0000:3b:00): 7" for i in range(hosts)]
+    out = processor.process([], _records(*payloads), ())
+    assert len(processor.rejoiner.pending) == MAX_PENDING_HOSTS
+    assert [dl.reason for dl in out.dead_letters] == ["kernel_line_incomplete"] * 50
+    assert {dl.message.offset for dl in out.dead_letters} == set(range(10, 60))  # the oldest went first
+    drained = processor.process([], [], (), drain=True)
+    assert len(drained.dead_letters) == MAX_PENDING_HOSTS and processor.rejoiner.pending == {}
+
+
+def test_a_held_fragment_travels_in_the_snapshot_to_the_next_owner() -> None:
+    """The piece's record is behind the offsets a checkpoint stores: the next owner must have it."""
+    first = wiring.processor(logs_format="kmsg")
+    first.process([], _records("3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=pyt"), ())
+    second = wiring.processor(logs_format="kmsg")
+    snapshot.load(snapshot.dump(first, {"logs:0": 11}), second)
+    out = second.process([], _records("3,2,5000000,-;hon3, GPU has fallen off the bus.", first_offset=11), ())
+    assert _xids(out) == [(79, "python3", "GPU has fallen off the bus.")]
+
+
+def test_a_batch_retried_in_parts_sees_the_fragments_it_saw() -> None:
+    """`process_isolating` reruns a failed batch in halves: a piece held by the failed run must not
+    be held twice (or joined to itself)."""
+    processor = wiring.processor(logs_format="kmsg")
+    calls = 0
+    real = processor.pipeline.ingest_xids
+
+    def fail_once(xids: list[XidEvent]) -> list[object]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug in a later stage")
+        return real(xids)  # type: ignore[return-value]
+
+    processor.pipeline.ingest_xids = fail_once  # type: ignore[method-assign,assignment]
+    piece = Message(
+        b"3,1,5000000,c;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=pyt", REF, "logs", 0, 1, b"node-a"
+    )
+    other = Message(
+        b"3,9,5000000,-;NVRM: Xid (PCI:0000:86:00): 48, pid=1, name=b, DBE", REF, "logs", 0, 2, b"node-b"
+    )
+    out = processor.process_isolating([], [piece, other], ())  # failed whole, then run in halves
+    assert _xids(out) == [(48, "b", "DBE")]  # node-a's piece is held once, not let go by its own copy
+    end = Message(b"3,2,5000000,-;hon3, GPU gone", REF, "logs", 0, 3, b"node-a")
+    assert _xids(processor.process_isolating([], [end], ())) == [(79, "python3", "GPU gone")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=1, max_value=len(XID) - 1), apart=st.booleans())
+def test_an_xid_line_cut_anywhere_into_kmsg_fragments_reads_as_the_whole_line(cut: int, apart: bool) -> None:
+    """Wherever the kernel cut the line, in one record or two batches: the event of the whole line."""
+    [whole] = extract_events([_line(XID)])
+    processor = wiring.processor(logs_format="kmsg")
+    head, tail = f"3,1,5000000,c;{XID[:cut]}", f"3,2,5000000,-;{XID[cut:]}"
+    if apart:
+        events = processor.process([], _records(head), ()).events
+        events += processor.process([], _records(tail, first_offset=11), ()).events
+    else:
+        events = processor.process([], _records(f"{head}\n{tail}"), ()).events
+    assert [(e.code, e.process, e.message) for e in events if isinstance(e, XidEvent)] == [
+        (79, "python3", "GPU has fallen off the bus.")
+    ]
+    assert isinstance(whole, XidEvent) and whole.message == "GPU has fallen off the bus."
+
+
+@settings(max_examples=60, deadline=None)
+@given(pad=st.integers(min_value=0, max_value=1000))
+def test_a_syslog_line_cut_anywhere_at_1024_bytes_reads_as_the_whole_line(pad: int) -> None:
+    """The shipper's cut falls wherever the line's length puts it: before, inside or after the head."""
+    envelope = "<4>Dec  2 13:00:15 node-a kernel: "
+    line = f"{envelope}[1234567.890123] {'p' * pad}{XID} {'y' * 1200}".encode()
+    first, rest = line[:1024].decode(), line[1024:].decode()
+    out = wiring.processor(logs_format="syslog").process([], _records(first, envelope + rest), ())
+    assert _xids(out) == [(79, "python3", f"GPU has fallen off the bus. {'y' * 1200}")]
+    assert out.dead_letters == []
