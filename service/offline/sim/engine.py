@@ -148,6 +148,10 @@ class ClusterSim:
         for k in range(cfg.ticks):
             ts = cfg.ts(k)
             eff = effects.Effects(cfg.nodes, cfg.gpus)
+            if self.variant:  # before the failures fold in: the precursor knobs shape their ramps
+                pre = self.physics.precursors
+                eff.strength, eff.ramp_power = pre.strength, pre.ramp_power
+                eff.skip_row_remap = pre.row_remap == "weak"
             for f in self._active(ts):
                 effects.apply(eff, f, ts, self.rng, np.flatnonzero(slots == slots[max(f.node_index, 0)]))
             logs = self._xids.get(k, [])
@@ -178,9 +182,6 @@ class ClusterSim:
 
     def _variant_tick(self, k: int, eff: effects.Effects) -> None:
         """Before the models step: the load, benign effects, injected errors and counter resets."""
-        eff.strength = self.physics.precursors.strength
-        eff.ramp_power = self.physics.precursors.ramp_power
-        eff.skip_row_remap = self.physics.precursors.row_remap == "weak"
         load = self.load.step()
         self.gpu.load = self.node.load = load
         self.benign.apply(eff, k)
