@@ -290,3 +290,8 @@ def test_tuning_and_report_sets_are_disjoint_and_a_variant_in_both_is_refused() 
     assert set(TUNING_VARIANTS) | set(REPORT_VARIANTS) == set(NAMES)
     with pytest.raises(SystemExit, match="both"):
         cells(("default",), (1,), ("default",), (100,))
+
+
+def test_a_failed_cell_leads_the_report() -> None:
+    text = render("t", "prexid matrix", [score("a-s1", "report", 1.0, 0.0)], ["b-s1: `prexid replay` failed"])
+    assert text.index("failed to run") < text.index("Report set")

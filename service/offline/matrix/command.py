@@ -66,6 +66,10 @@ def _prexid() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "prexid.service.app.cli"]
 
 
+class CellFailed(RuntimeError):
+    """A cell whose simulate, replay or evaluate step exited non-zero (the matrix goes on without it)."""
+
+
 def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
     d: Path = args.out / cell.id
     cached = d / "score.jsonl"
@@ -100,7 +104,7 @@ def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
             log.flush()
             done = subprocess.run([*_prexid(), *step], stdout=log, stderr=subprocess.STDOUT, check=False)
             if done.returncode != 0:
-                raise SystemExit(f"matrix: {cell.id}: `prexid {step[0]}` failed, see {d / 'log.txt'}")
+                raise CellFailed(f"{cell.id}: `prexid {step[0]}` failed, see {d / 'log.txt'}")
     labels = load_labels(d / "data" / "labels.jsonl")
     systems = {
         "prexid": d / "alerts.jsonl",
@@ -127,6 +131,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     scores: list[scoring.Score] = []
+    failed: list[str] = []
     started = time.perf_counter()
     if args.report_only:
         for c in todo:
@@ -137,7 +142,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             task = bar.add_task("matrix", total=len(todo))
             for c in todo:
                 bar.update(task, description=f"{c.set} {c.id}")
-                scores += run_cell(c, args)
+                try:
+                    scores += run_cell(c, args)
+                except CellFailed as err:  # one broken variant must not cost the other cells
+                    failed.append(str(err))
+                    console.print(f"[red]{err}[/red]")
                 bar.advance(task)
     command = "prexid matrix " + shlex.join(
         [
@@ -162,12 +171,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     title = (
         f"prexid evaluation matrix: {len(todo)} cells of {args.nodes}x{args.gpus} GPUs, {args.hours:g} h each"
     )
-    (args.out / "report.md").write_text(render(title, command, scores))
+    (args.out / "report.md").write_text(render(title, command, scores, failed))
     (args.out / "scores.jsonl").write_bytes(b"".join(orjson.dumps(s.row()) + b"\n" for s in scores))
     console.print(
         f"{len(todo)} cells in {time.perf_counter() - started:.0f} s; report: {args.out / 'report.md'}"
     )
-    return 0
+    return 1 if failed else 0
 
 
 def _progress(console: Console) -> Progress:

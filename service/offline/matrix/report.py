@@ -38,9 +38,11 @@ def meets(metric: str, v: float) -> bool:
     return v <= goal if metric == "false_per_node_day" else v >= goal
 
 
-def render(title: str, command: str, scores: list[Score]) -> str:
+def render(title: str, command: str, scores: list[Score], failed: list[str] | None = None) -> str:
     all_spreads = spreads(scores)
     lines = [f"# {title}", "", f"`{command}`", ""]
+    if failed:  # a cell that did not run is the worst case of all: it leads
+        lines += ["## Cells that failed to run", "", *(f"- {f}" for f in failed), ""]
     for set_ in ("report", "tuning"):
         mine = [s for s in all_spreads if s.set == set_]
         if not mine:
