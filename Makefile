@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # follow for a package-dir mapping), so adding or removing a module reinstalls.
 STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; find service detectors -name '*.py' -o -name 'py.typed' | sort) | sha1sum | cut -c1-12)
 
-.PHONY: help venv demo test unit lint typecheck evaluate kafka-start kafka-stop clean
+.PHONY: help venv demo test unit lint typecheck evaluate evaluate-matrix kafka-start kafka-stop clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,19 @@ evaluate: $(STAMP) ## simulate 7 days of a 63x8 cluster, replay prexid and the b
 	$(BIN)/prexid simulate --out runs/d7 --days $${DAYS:-7}
 	$(BIN)/prexid replay runs/d7 --out runs/d7/alerts.jsonl --baselines
 	$(BIN)/prexid evaluate --alerts runs/d7/alerts.jsonl --labels runs/d7/labels.jsonl --report runs/d7/report
+
+# evaluate-matrix: small by default; override e.g. `make evaluate-matrix NODES=16 HOURS=48 REPORT_SEEDS="100 101"`
+MATRIX_OUT ?= runs/matrix
+NODES ?= 8
+HOURS ?= 12
+FAILURES_PER_DAY ?= 24
+MATRIX_ARGS = --out $(MATRIX_OUT) --nodes $(NODES) --hours $(HOURS) --failures-per-day $(FAILURES_PER_DAY) \
+	$(if $(TUNE_VARIANTS),--tune-variants "$(TUNE_VARIANTS)") $(if $(TUNE_SEEDS),--tune-seeds "$(TUNE_SEEDS)") \
+	$(if $(REPORT_VARIANTS),--report-variants "$(REPORT_VARIANTS)") \
+	$(if $(REPORT_SEEDS),--report-seeds "$(REPORT_SEEDS)")
+
+evaluate-matrix: $(STAMP) ## simulator variants x seeds through prexid and the baselines; worst case first in $(MATRIX_OUT)/report.md
+	$(BIN)/prexid matrix $(MATRIX_ARGS)
 
 kafka-start: ## start the local single-node Kafka broker (KRaft) on 127.0.0.1:19092
 	deploy/kafka/kafka.sh start

@@ -82,6 +82,12 @@ def cmd_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     return run(args)
 
 
+def cmd_matrix(args: argparse.Namespace, settings: Settings) -> int:
+    from prexid.service.offline.matrix.command import cmd_matrix as run
+
+    return run(args)
+
+
 def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
     from prexid.service.app.parse_cmd import cmd_parse as parse
 
@@ -158,6 +164,7 @@ def _offline_tools(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     from prexid.service.offline.evaluate.command import add_arguments as evaluate_args
+    from prexid.service.offline.matrix.command import add_arguments as matrix_args
     from prexid.service.offline.replay import add_arguments as replay_args
     from prexid.service.offline.sim.command import add_arguments as simulate_args
 
@@ -172,6 +179,11 @@ def _offline_tools(
     evaluate = sub.add_parser("evaluate", parents=[common], help="score alerts against failure labels")
     evaluate_args(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
+    matrix = sub.add_parser(
+        "matrix", parents=[common], help="variants x seeds through prexid and the baselines, worst case first"
+    )
+    matrix_args(matrix)
+    matrix.set_defaults(func=cmd_matrix)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

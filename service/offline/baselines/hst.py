@@ -60,7 +60,10 @@ class NodeHST:
         for m, scale in GPU_GAUGES.items():
             g = np.nan_to_num(row[self.cols[m]].reshape(self.shape) / scale)
             parts += [g.mean(axis=1), g.max(axis=1), g.min(axis=1)]
-        errors = sum(self._increase(m, row).reshape(self.shape).sum(axis=1) for m in ERRORS)
+        errors = np.zeros(n)
+        for m in ERRORS:  # a stock dcgm-exporter ships no SBE or NVLink CRC counters: they add nothing
+            if len(self.cols[m]) == n * self.layout.gpus:
+                errors += self._increase(m, row).reshape(self.shape).sum(axis=1)
         parts.append(np.log1p(errors) / 8.0)
         for m, scale in NODE_RATES.items():
             parts.append(np.log1p(self._increase(m, row)[:n]) / scale)

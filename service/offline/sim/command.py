@@ -19,6 +19,7 @@ from rich.progress import (
 
 from prexid.service.offline.sim.config import SimConfig
 from prexid.service.offline.sim.engine import ClusterSim
+from prexid.service.offline.sim.variants import NAMES, resolve
 from prexid.service.offline.sim.writers import ColumnarSink, KafkaSink, Sink, WireSink, write_truth
 
 
@@ -34,6 +35,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--days", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--failures-per-day", type=float, default=8.0)
+    p.add_argument(
+        "--variant",
+        default="default",
+        metavar="NAME",
+        help=f"physics variant ({', '.join(NAMES)}); random draws every knob from its range, per --seed "
+        "(docs/simulator.md)",
+    )
     p.add_argument(
         "--format",
         choices=("columnar", "wire", "kafka"),
@@ -89,7 +97,7 @@ def cmd_simulate(args: argparse.Namespace, **overrides: float) -> int:
         failures_per_day=args.failures_per_day,
         **overrides,  # type: ignore[arg-type]
     )
-    sim = ClusterSim(cfg)
+    sim = ClusterSim(cfg, resolve(getattr(args, "variant", "default"), args.seed))
     if args.out is not None:
         write_truth(sim, args.out)
     sink: Sink
@@ -101,7 +109,10 @@ def cmd_simulate(args: argparse.Namespace, **overrides: float) -> int:
         sink = KafkaSink(sim, args.bootstrap, args.metrics_topic, args.logs_topic)
     started = time.perf_counter()
     with progress(console) as bar:
-        task = bar.add_task(f"simulating {cfg.nodes}x{cfg.gpus} GPUs, {cfg.days:g} d", total=cfg.ticks)
+        what = f"simulating {cfg.nodes}x{cfg.gpus} GPUs, {cfg.days:g} d"
+        if sim.variant:
+            what += f", variant {sim.physics.name}"
+        task = bar.add_task(what, total=cfg.ticks)
         pacer = Pacer(cfg.start, args.speed) if args.realtime else None
         for frame in sim.frames():
             if pacer is not None:

@@ -30,6 +30,10 @@ class Effects:
     rate: dict[str, Grid] = field(default_factory=dict)
     nfs_storm: NDArray[np.bool_] = field(init=False)
     job_slow: NDArray[np.float64] = field(init=False)  # per node: share of job throughput lost
+    cpu_mult: NDArray[np.float64] | None = None  # per node: host load from a benign event, if any
+    strength: float = 1.0  # scales every precursor's ramp (weak-precursor variants)
+    ramp_power: float = 2.0
+    skip_row_remap: bool = False  # Xid 63/64 precursors come as discrete SBEs instead (row_remap.py)
 
     def __post_init__(self) -> None:
         shape = (self.nodes, self.gpus)
@@ -46,12 +50,13 @@ class Effects:
         grid[n, g] += value
 
 
-def ramp(f: Failure, t: float) -> float:
+def ramp(f: Failure, t: float, power: float = 2.0) -> float:
     """0 before onset (and for no-precursor failures), rising to 1 at the Xid or end."""
     if not f.has_precursor or t < f.onset_ts:
         return 0.0
     end = f.xid_ts if f.xid_ts is not None else f.end_ts
-    return float(np.clip((t - f.onset_ts) / max(end - f.onset_ts, 1.0), 0.0, 1.0)) ** 2
+    progress = float(np.clip((t - f.onset_ts) / max(end - f.onset_ts, 1.0), 0.0, 1.0))
+    return float(progress**power)
 
 
 def apply(
@@ -61,7 +66,9 @@ def apply(
     end = f.xid_ts if f.xid_ts is not None else f.end_ts
     if not f.onset_ts <= t < end:
         return
-    r = ramp(f, t)
+    r = ramp(f, t, eff.ramp_power) * eff.strength
+    if eff.skip_row_remap and f.type.startswith(("xid63", "xid64")):
+        return
     if f.type == "nfs_saturation":
         eff.nfs_storm[slot_nodes] = True
         return

@@ -64,8 +64,11 @@ class Failure:
         return out
 
 
-def draw_failures(cfg: SimConfig, rng: np.random.Generator, checkpoints: list[float]) -> list[Failure]:
-    """Failures at random times after warm-up, at most one per node per 12 h, plus NFS storms."""
+def draw_failures(
+    cfg: SimConfig, rng: np.random.Generator, checkpoints: list[float], length_scale: float = 1.0
+) -> list[Failure]:
+    """Failures at random times after warm-up, at most one per node per 12 h, plus NFS storms;
+    `length_scale` shortens every precursor (the same draws, so the failures stay where they were)."""
     end = cfg.start + cfg.ticks * cfg.step_s
     span = end - cfg.start - cfg.warmup_s - 3600.0
     weights = np.array([t.weight for t in FAULT_TYPES])
@@ -80,7 +83,7 @@ def draw_failures(cfg: SimConfig, rng: np.random.Generator, checkpoints: list[fl
             continue
         busy.setdefault(node, []).append(event)
         has_pre = bool(rng.random() < ftype.p_precursor)
-        pre = float(rng.uniform(*ftype.precursor_s)) if has_pre else 0.0
+        pre = float(rng.uniform(*ftype.precursor_s)) * length_scale if has_pre else 0.0
         pre = min(pre, event - cfg.start - cfg.warmup_s / 2)
         out.append(_failure(f"f{i:03d}", ftype, node, gpu, event, pre, has_pre))
     n_storm = rng.poisson(cfg.nfs_saturations_per_day * cfg.days)

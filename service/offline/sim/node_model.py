@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from prexid.service.offline.sim.config import SimConfig
 from prexid.service.offline.sim.effects import Effects
 from prexid.service.offline.sim.fields import NODE_FIELDS
+from prexid.service.offline.sim.physics import Physics
 
 CPU = np.array([0.02, 0.22, 0.30, 0.45, 0.01])  # busy share of 224 cores, by Phase
 IB = np.array([1e6, 2.2e10, 2.0e9, 1.0e9, 1e6])  # RoCE/IB bytes/s (collectives)
@@ -31,8 +32,11 @@ LEAKY_COUNTERS = (
 
 
 class NodeModel:
-    def __init__(self, cfg: SimConfig, rng: np.random.Generator) -> None:
+    def __init__(self, cfg: SimConfig, rng: np.random.Generator, ph: Physics | None = None) -> None:
         self.cfg, self.rng = cfg, rng
+        cn = (ph or Physics()).counters
+        self.load: NDArray[np.float64] | None = None  # per node: the inference load this tick, if any
+        self.cpu: NDArray[np.float64] = np.zeros(cfg.nodes)  # the last tick's busy share, for extra series
         self.c = {name: rng.uniform(1e6, 1e9, cfg.nodes) for name in COUNTERS}
         for name in COUNTERS:
             if (
@@ -43,17 +47,32 @@ class NodeModel:
                 or "timeouts" in name
             ):
                 self.c[name] = np.zeros(cfg.nodes)
-        self.leaky = np.where(rng.random(cfg.nodes) < 0.1, 0.01, 1e-4)
+        self.leaky = np.where(rng.random(cfg.nodes) < cn.node_leaky_share, cn.node_leaky_rate, 1e-4)
 
     def reboot(self, n: int) -> None:
         for arr in self.c.values():
             arr[n] = 0.0
+
+    def reset(self, n: int, prefixes: tuple[str, ...]) -> None:
+        """A driver reload of one subsystem (a NIC): only its counters restart from zero."""
+        for name, arr in self.c.items():
+            if name.startswith(prefixes):
+                arr[n] = 0.0
+
+    def inject(self, name: str, n: int, count: float) -> None:
+        """Discrete events on one node's counter (a benign link flap)."""
+        self.c[name][n] += count
 
     def step(self, phase: NDArray[np.uint8], slots: NDArray[np.int64], eff: Effects) -> NDArray[np.float64]:
         """One scrape of every node field, shape [fields, nodes]."""
         ph = phase.astype(np.int64)
         jitter = 1 + self.rng.normal(0, 0.03, self.cfg.nodes)
         cpu = CPU[ph] * jitter
+        if self.load is not None:
+            cpu = cpu * (0.3 + 0.7 * self.load)
+        if eff.cpu_mult is not None:
+            cpu = np.minimum(cpu * eff.cpu_mult, 1.0)
+        self.cpu = cpu
         self._host(ph, cpu, jitter, eff)
         self._nfs(ph, eff.nfs_storm, jitter)
         self._errors()
@@ -65,6 +84,8 @@ class NodeModel:
         dt = self.cfg.step_s
         io_p = np.where(eff.nfs_storm, 0.7, IO_PRESSURE[ph]) * jitter
         ib = IB[ph] * (1 - eff.job_slow) * jitter
+        if self.load is not None:
+            ib = ib * self.load
         self._add("node_cpu_seconds_total", 224 * cpu * dt)
         self._add("node_pressure_cpu_waiting_seconds_total", (0.002 + 0.02 * cpu) * dt)
         self._add("node_pressure_memory_waiting_seconds_total", 0.0005 * dt * jitter)

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from prexid.service.offline.sim.config import SimConfig
 from prexid.service.offline.sim.faults import BY_NAME, Failure
+from prexid.service.offline.sim.physics import Workload
 
 
 class Phase(IntEnum):
@@ -45,20 +46,25 @@ class Schedule:
     reboot_ticks: set[tuple[int, int]] = field(default_factory=set)  # counters reset at this tick
 
 
-def slots_for(nodes: int) -> NDArray[np.int64]:
-    """Slot 0 is the big job (~90% of nodes); the rest share two small-job slots."""
-    main = max(1, round(nodes * 0.89))
+def slots_for(nodes: int, main_share: float = 0.89) -> NDArray[np.int64]:
+    """Slot 0 is the big job (~90% of nodes by default); the rest share two small-job slots."""
+    main = max(1, round(nodes * main_share))
     slot = np.zeros(nodes, dtype=np.int64)
     rest = np.arange(main, nodes)
     slot[rest] = 1 + (rest - main) % 2
     return slot
 
 
-def build_schedule(cfg: SimConfig, rng: np.random.Generator) -> Schedule:
-    slot_of = slots_for(cfg.nodes)
+MAIN_SHARE = {"training": 0.89, "inference": 0.89, "mixed": 0.5, "idle": 0.3}
+
+
+def build_schedule(cfg: SimConfig, rng: np.random.Generator, wl: Workload | None = None) -> Schedule:
+    """An idle fleet's big job holds a third of the nodes; the small jobs, with long gaps, the rest."""
+    wl = wl or Workload()
+    slot_of = slots_for(cfg.nodes, MAIN_SHARE[wl.mix])
     sched = Schedule(np.zeros((cfg.ticks, cfg.nodes), dtype=np.uint8), slot_of)
     for slot in range(int(slot_of.max()) + 1):
-        _fill_slot(cfg, rng, sched, slot)
+        _fill_slot(cfg, rng, sched, slot, wl)
     return sched
 
 
@@ -66,15 +72,15 @@ def _ticks(cfg: SimConfig, seconds: float) -> int:
     return max(1, round(seconds / cfg.step_s))
 
 
-def _fill_slot(cfg: SimConfig, rng: np.random.Generator, sched: Schedule, slot: int) -> None:
+def _fill_slot(cfg: SimConfig, rng: np.random.Generator, sched: Schedule, slot: int, wl: Workload) -> None:
     cols = np.flatnonzero(sched.slot_of == slot)
     big = slot == 0
     k = 0 if big else _ticks(cfg, float(rng.uniform(0, 4 * 3600)))
     while k < cfg.ticks:
         length = _ticks(cfg, float(rng.uniform(4, 9) * 86400 if big else rng.uniform(2, 12) * 3600))
         end = min(cfg.ticks, k + length)
-        _run_job(cfg, rng, sched, cols, k, end, big)
-        gap = _ticks(cfg, float(rng.uniform(600, 7200)))
+        _run_job(cfg, rng, sched, cols, k, end, big, wl.checkpoint_s)
+        gap = _ticks(cfg, float(rng.uniform(600, 7200)) * (1.0 if big else wl.idle_gap_scale))
         k = end + gap
 
 
@@ -86,6 +92,7 @@ def _run_job(
     k0: int,
     k1: int,
     big: bool,
+    checkpoint_s: float = 150.0,
 ) -> None:
     """One job from k0 to k1: load, run with checkpoints, occasional restarts from checkpoint."""
     who = ",".join(str(c) for c in cols)
@@ -95,7 +102,7 @@ def _run_job(
     sched.phase[k0:k1, cols] = Phase.RUN
     sched.phase[k0 : min(k1, k0 + _ticks(cfg, 240)), cols] = Phase.LOAD
     every = _ticks(cfg, cfg.checkpoint_every_s if big else 3600.0)
-    dur = _ticks(cfg, 150)
+    dur = _ticks(cfg, checkpoint_s)
     for c in range(k0 + every, k1 - dur, every):
         sched.phase[c : c + dur, cols] = Phase.CHECKPOINT
         if big:

@@ -32,7 +32,10 @@ def write_truth(sim: ClusterSim, out: Path) -> None:
     (out / "labels.jsonl").write_bytes(b"".join(orjson.dumps(lab) + b"\n" for lab in sim.labels()))
     events = [dataclasses.asdict(e) for e in sim.schedule.events]
     (out / "events.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
-    meta = {"config": dataclasses.asdict(sim.cfg), "series": len(sim.series)}
+    meta: dict[str, object] = {"config": dataclasses.asdict(sim.cfg), "series": len(sim.series)}
+    if sim.variant:  # today's physics keeps today's meta.json, byte for byte
+        meta["variant"] = sim.physics.name
+        meta["physics"] = sim.physics.knobs()
     (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
 
 

@@ -1,0 +1,1 @@
+"""`prexid matrix`: variants x seeds through prexid and the baselines, reported worst case first."""

@@ -1,0 +1,190 @@
+"""`prexid matrix`: simulate each cell, replay prexid and the baselines over it, score, report.
+
+Each cell runs `prexid simulate`, `prexid replay --baselines` and `prexid evaluate` as child processes
+(their own progress bars would fight ours; their output goes to the cell's `log.txt`), then is scored
+in-process with the evaluation's matching rules. The data files are deleted after scoring unless
+`--keep-data`; labels, events, alerts and the per-cell report stay. Cells already scored are reused
+(`score.jsonl` in the cell), so an interrupted matrix resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from prexid.service.offline.evaluate.command import load_detections, load_labels
+from prexid.service.offline.matrix import score as scoring
+from prexid.service.offline.matrix.report import render
+from prexid.service.offline.matrix.sets import (
+    REPORT_SEEDS,
+    REPORT_VARIANTS,
+    TUNING_SEEDS,
+    TUNING_VARIANTS,
+    Cell,
+    cells,
+)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in text.replace(",", " ").split() if w)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out", type=Path, default=Path("runs/matrix"), help="one directory per cell, and report.md"
+    )
+    p.add_argument("--nodes", type=int, default=8)
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--hours", type=float, default=12.0)
+    p.add_argument("--failures-per-day", type=float, default=24.0, help="raised for statistics on small runs")
+    p.add_argument("--tune-variants", default=" ".join(TUNING_VARIANTS))
+    p.add_argument("--tune-seeds", default=" ".join(map(str, TUNING_SEEDS)))
+    p.add_argument("--report-variants", default=" ".join(REPORT_VARIANTS))
+    p.add_argument("--report-seeds", default=" ".join(map(str, REPORT_SEEDS)))
+    p.add_argument("--keep-data", action="store_true", help="keep each cell's metrics files")
+    p.add_argument("--no-baselines", action="store_true", help="prexid only (faster)")
+    p.add_argument("--report-only", action="store_true", help="rebuild report.md from the cells' scores")
+
+
+def _prexid() -> list[str]:
+    exe = Path(sys.executable).parent / "prexid"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "prexid.service.app.cli"]
+
+
+class CellFailed(RuntimeError):
+    """A cell whose simulate, replay or evaluate step exited non-zero (the matrix goes on without it)."""
+
+
+def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
+    d: Path = args.out / cell.id
+    cached = d / "score.jsonl"
+    if cached.exists():
+        return scoring.read(cached)
+    d.mkdir(parents=True, exist_ok=True)
+    days = args.hours / 24.0
+    size = ["--nodes", str(args.nodes), "--gpus", str(args.gpus), "--days", f"{days:g}"]
+    sim = [*size, "--seed", str(cell.seed), "--failures-per-day", f"{args.failures_per_day:g}"]
+    steps = [
+        ["simulate", "--out", str(d / "data"), *sim, "--variant", cell.variant],
+        [
+            "replay",
+            str(d / "data"),
+            "--out",
+            str(d / "alerts.jsonl"),
+            *([] if args.no_baselines else ["--baselines"]),
+        ],
+        [
+            "evaluate",
+            "--alerts",
+            str(d / "alerts.jsonl"),
+            "--labels",
+            str(d / "data" / "labels.jsonl"),
+            "--report",
+            str(d / "report"),
+        ],
+    ]
+    with (d / "log.txt").open("w") as log:
+        for step in steps:
+            log.write("$ prexid " + shlex.join(step) + "\n")
+            log.flush()
+            done = subprocess.run([*_prexid(), *step], stdout=log, stderr=subprocess.STDOUT, check=False)
+            if done.returncode != 0:
+                raise CellFailed(f"{cell.id}: `prexid {step[0]}` failed, see {d / 'log.txt'}")
+    labels = load_labels(d / "data" / "labels.jsonl")
+    systems = {
+        "prexid": d / "alerts.jsonl",
+        **{p.stem.removeprefix("alerts-"): p for p in sorted(d.glob("alerts-*.jsonl"))},
+    }
+    scores = [
+        scoring.score(cell.id, cell.set, name, load_detections(path), labels, days, args.nodes)
+        for name, path in systems.items()
+    ]
+    scoring.write(scores, cached)
+    if not args.keep_data:
+        for f in (d / "data").glob("metrics-*.npz"):
+            f.unlink()
+    return scores
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    todo = cells(
+        _words(args.tune_variants),
+        tuple(int(s) for s in _words(args.tune_seeds)),
+        _words(args.report_variants),
+        tuple(int(s) for s in _words(args.report_seeds)),
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    scores: list[scoring.Score] = []
+    failed: list[str] = []
+    started = time.perf_counter()
+    if args.report_only:
+        for c in todo:
+            if (p := args.out / c.id / "score.jsonl").exists():
+                scores += scoring.read(p)
+    else:
+        with _progress(console) as bar:
+            task = bar.add_task("matrix", total=len(todo))
+            for c in todo:
+                bar.update(task, description=f"{c.set} {c.id}")
+                try:
+                    scores += run_cell(c, args)
+                except CellFailed as err:  # one broken variant must not cost the other cells
+                    failed.append(str(err))
+                    console.print(f"[red]{err}[/red]")
+                bar.advance(task)
+    command = "prexid matrix " + shlex.join(
+        [
+            "--nodes",
+            str(args.nodes),
+            "--gpus",
+            str(args.gpus),
+            "--hours",
+            f"{args.hours:g}",
+            "--failures-per-day",
+            f"{args.failures_per_day:g}",
+            "--tune-variants",
+            args.tune_variants,
+            "--tune-seeds",
+            args.tune_seeds,
+            "--report-variants",
+            args.report_variants,
+            "--report-seeds",
+            args.report_seeds,
+        ]
+    )
+    title = (
+        f"prexid evaluation matrix: {len(todo)} cells of {args.nodes}x{args.gpus} GPUs, {args.hours:g} h each"
+    )
+    (args.out / "report.md").write_text(render(title, command, scores, failed))
+    (args.out / "scores.jsonl").write_bytes(b"".join(orjson.dumps(s.row()) + b"\n" for s in scores))
+    console.print(
+        f"{len(todo)} cells in {time.perf_counter() - started:.0f} s; report: {args.out / 'report.md'}"
+    )
+    return 1 if failed else 0
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )

@@ -1,0 +1,91 @@
+"""The matrix report in markdown: the worst case and the spread first, the best case last.
+
+Leading with the best case is how a detector looks good on one simulator and fails on a fleet; the
+goals of issue 16 are judged on the worst report-set cell.
+"""
+
+from __future__ import annotations
+
+from prexid.service.offline.matrix.score import Score
+from prexid.service.offline.matrix.spread import Spread, spreads
+
+LABEL = {
+    "detected": "detected (predictable)",
+    "pre_xid": "pre-XID (of Xid failures)",
+    "pre_xid_warnable": "pre-XID (had precursor)",
+    "median_lead_min": "median lead",
+    "false_per_node_day": "false alerts / node-day",
+}
+GOAL = {  # issue 16's goals, on the worst cell never tuned on
+    "detected": (0.95, ">= 95%"),
+    "pre_xid": (0.60, ">= 60%"),
+    "pre_xid_warnable": (0.95, ">= 95%"),
+    "median_lead_min": (10.0, ">= 10 min"),
+    "false_per_node_day": (0.008, "<= 0.008"),
+}
+
+
+def fmt(metric: str, v: float) -> str:
+    if metric in ("detected", "pre_xid", "pre_xid_warnable"):
+        return f"{100 * v:.0f}%"
+    if metric == "median_lead_min":
+        return f"{v:.1f} min"
+    return f"{v:.3f}"
+
+
+def meets(metric: str, v: float) -> bool:
+    goal = GOAL[metric][0]
+    return v <= goal if metric == "false_per_node_day" else v >= goal
+
+
+def render(title: str, command: str, scores: list[Score], failed: list[str] | None = None) -> str:
+    all_spreads = spreads(scores)
+    lines = [f"# {title}", "", f"`{command}`", ""]
+    if failed:  # a cell that did not run is the worst case of all: it leads
+        lines += ["## Cells that failed to run", "", *(f"- {f}" for f in failed), ""]
+    for set_ in ("report", "tuning"):
+        mine = [s for s in all_spreads if s.set == set_]
+        if not mine:
+            continue
+        never = " (never tuned on)" if set_ == "report" else ""
+        lines += [f"## {set_.capitalize()} set{never}: worst case first", ""]
+        lines += _worst_table(mine)
+        lines.append("")
+    lines += ["## Every cell (prexid), worst false-alert rate first", ""]
+    lines += _cells_table([s for s in scores if s.system == "prexid"])
+    return "\n".join(lines) + "\n"
+
+
+def _worst_table(spreads_: list[Spread]) -> list[str]:
+    out = [
+        "| system | metric | worst | worst cell | median | best | best cell | cells | goal (worst) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in spreads_:
+        goal = f"{GOAL[s.metric][1]}: {'met' if meets(s.metric, s.worst) else '**missed**'}"
+        out.append(
+            f"| {s.system} | {LABEL[s.metric]} | **{fmt(s.metric, s.worst)}** | {s.worst_cell} | "
+            f"{fmt(s.metric, s.median)} | {fmt(s.metric, s.best)} | {s.best_cell} | {s.cells} | {goal} |"
+        )
+    return out
+
+
+def _cells_table(scores: list[Score]) -> list[str]:
+    out = [
+        "| set | cell | predictable | detected | Xid failures | pre-XID | pre-XID (had precursor) "
+        "| median lead | false "
+        "| per node-day |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def opt(metric: str, v: float | None) -> str:
+        return "n/a" if v is None else fmt(metric, v)
+
+    for s in sorted(scores, key=lambda x: (-x.false_per_node_day, x.set, x.cell)):
+        out.append(
+            f"| {s.set} | {s.cell} | {s.predictable} | {opt('detected', s.detected)} | {s.xid_failures} | "
+            f"{opt('pre_xid', s.pre_xid)} | {opt('pre_xid', s.pre_xid_warnable)} | "
+            f"{opt('median_lead_min', s.median_lead_min)} | "
+            f"{s.false_alerts} | {s.false_per_node_day:.3f} |"
+        )
+    return out
