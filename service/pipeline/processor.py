@@ -511,9 +511,9 @@ class Processor:
         self.telemetry.kernel_fragments.labels("incomplete").inc()
         head, tail = line.message[: cut[1]], line.message[cut[1] :]
         why = f"an Xid line cut short, not continued in {self.rejoiner.window_s:g} s: {tail[:120]!r}"
-        out.dead_letters.append(
-            DeadLetter(frag.origin._replace(payload=line.message.encode()), "kernel_line_incomplete", why)
-        )
+        held = frag.origin._replace(payload=line.message.encode())
+        # a line of a message counted as decoded (number unknown, 0, as a line without its own time)
+        out.dead_letters.append(DeadLetter(held, "kernel_line_incomplete", why, line=0))
         return line._replace(message=head) if head.strip() else None
 
     def _decode_logs(self, logs: Sequence[Message], out: Output) -> tuple[list[KernelLine], list[Message]]:

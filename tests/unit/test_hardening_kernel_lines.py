@@ -435,6 +435,9 @@ def test_a_cut_xid_head_that_never_completes_is_a_dead_letter_with_a_reason() ->
     assert [e.kind for e in out.events] == ["gpu_reset"]
     assert _fragments(registry, "incomplete") == 1
     assert registry.get_sample_value("prexid_dead_letters_total", {"reason": "kernel_line_incomplete"}) == 1
+    # both records were decoded: the dead letter is a line of one, not a third whole message
+    assert dl.line is not None
+    assert registry.get_sample_value("prexid_messages_decoded_total", {"stream": "logs"}) == 2
 
 
 def test_a_fragment_let_go_by_its_hosts_next_record_pages_as_it_stands() -> None:
