@@ -152,6 +152,23 @@ class ArrayState:
             part.restore(blob)
 
 
+class ByRounds:
+    """`update` for detectors whose state is a `SeriesState` updated a round of distinct series at a
+    time (`by_rounds`): a batch that repeats a series scores as its samples one by one."""
+
+    state: SeriesState
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        if len(ids) == 0:
+            return np.ones(0, dtype=np.float64)
+        self.state.ensure(int(ids.max()))
+        return by_rounds(self._update_round, ids, ts, values)
+
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """Each sample's p for one round, every series in it once."""
+        raise NotImplementedError
+
+
 class ArrayDetector(ArrayState):
     """`ArrayState` whose baseline is one of its state fields, `baseline_of`."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import ArrayState, Floats, Ids, SeriesState, by_rounds
+from prexid.detectors.base import ArrayState, ByRounds, Floats, Ids, SeriesState
 from prexid.detectors.robust import RobustDeviation
 
 
-class CounterRate(ArrayState):
+class CounterRate(ByRounds, ArrayState):
     """Per-second rate of each counter, scored by a RobustDeviation over the rates."""
 
     name = "counter_rate"
@@ -24,12 +24,6 @@ class CounterRate(ArrayState):
         self.rates = rates or RobustDeviation()
         self.restart_quiet_s = restart_quiet_s
         self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "quiet_until": -np.inf})
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
 
     def rate_of(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """The rate these samples would give (NaN for a series' first sample); reads, never writes."""

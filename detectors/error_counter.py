@@ -30,12 +30,12 @@ import numpy as np
 
 from prexid.detectors.base import (
     ArrayDetector,
+    ByRounds,
     Floats,
     Ids,
     Packed,
     SeriesState,
     Stored,
-    by_rounds,
     pack_arrays,
     unpack_arrays,
 )
@@ -165,7 +165,7 @@ def geometric_tail(k: Floats, mean: Floats) -> Floats:
         return np.asarray(np.exp(np.maximum(k - 1.0, 0.0) * np.log(stay)), dtype=np.float64)
 
 
-class ErrorCounterSurprise(ArrayDetector):
+class ErrorCounterSurprise(ByRounds, ArrayDetector):
     """Tail probability of each series' current error episode, against its own and its fleet's."""
 
     name = "error_counter"
@@ -213,12 +213,6 @@ class ErrorCounterSurprise(ArrayDetector):
         if len(ids):
             self.state.ensure(int(ids.max()))
             self.state["field"][ids] = fields
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
 
     def refit(self) -> None:
         """Refit the fleet priors from every series' history (every `refit_every_s` of event time)."""

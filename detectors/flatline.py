@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, by_rounds, pick, rows
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, pick, rows
 
 P_FLOOR = 1e-12
 
 
-class Flatline(ArrayDetector):
+class Flatline(ByRounds, ArrayDetector):
     """Probability of the current run of identical values under the series' own repeat rate."""
 
     name = "flatline"
@@ -53,12 +53,6 @@ class Flatline(ArrayDetector):
                 "last_ts": -np.inf,
             }
         )
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)

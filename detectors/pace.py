@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import bdtr, gammaln, pdtrc
 
-from prexid.detectors.base import ArrayDetector, Floats, Ids, SeriesState, by_rounds
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
@@ -42,7 +42,7 @@ def compound_tail(k: Floats, mu: Floats, q: Floats) -> Floats:
     return np.asarray(np.clip(tail, 0.0, 1.0), dtype=np.float64)
 
 
-class PaceSurprise(ArrayDetector):
+class PaceSurprise(ByRounds, ArrayDetector):
     """Tail probability of each series' recent events under its own compound-Poisson baseline."""
 
     name = "pace"
@@ -71,12 +71,6 @@ class PaceSurprise(ArrayDetector):
                 "recent_seconds": 0.0,  # ... and seconds watched
             }
         )
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
