@@ -5,11 +5,25 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from google.protobuf.message import DecodeError as ProtobufError
+from google.protobuf.message import Message
 
 from prexid.service.decode.types import DecodeError, finite_ts
+
+M = TypeVar("M", bound=Message)
+
+
+def parse_protobuf(message: M, raw: bytes) -> M:
+    """`message` read from `raw`; bytes that are not that message are a dead letter, not a crash."""
+    try:
+        message.ParseFromString(raw)
+    except ProtobufError as exc:
+        raise DecodeError("invalid_protobuf", str(exc)[:120]) from exc
+    return message
+
 
 # Labels that name the host a series belongs to, in the order the series registry trusts them.
 HOST_LABELS = ("Hostname", "hostname", "host", "node", "instance", "nodename")

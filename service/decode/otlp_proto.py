@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import DecodeError as ProtobufError
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 
 from prexid.service.decode import otlp
-from prexid.service.decode.common import metric_name, with_host
+from prexid.service.decode.common import metric_name, parse_protobuf, with_host
 from prexid.service.decode.types import DecodeError, Samples
 
 # `Metric.data` kinds prexid does not read, with the reason they are counted under
@@ -26,11 +25,7 @@ _SKIPPED = {"histogram": "histogram", "exponential_histogram": "exponential_hist
 
 
 def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples:
-    request = ExportMetricsServiceRequest()
-    try:
-        request.ParseFromString(payload)
-    except ProtobufError as exc:
-        raise DecodeError("invalid_protobuf", str(exc)[:120]) from exc
+    request = parse_protobuf(ExportMetricsServiceRequest(), payload)
     out = Samples()
     for rm in request.resource_metrics:
         resource = with_host(_attributes(rm.resource.attributes), host)

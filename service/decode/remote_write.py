@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import cramjam
 import numpy as np
-from google.protobuf.message import DecodeError as ProtobufError
 
+from prexid.service.decode.common import parse_protobuf
 from prexid.service.decode.prompb.remote_pb2 import WriteRequest
 from prexid.service.decode.types import DecodeError, Samples, finite_ts
 
@@ -47,11 +47,7 @@ def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples
 
 def decode_request(raw: bytes) -> Samples:
     """An uncompressed `WriteRequest` as samples."""
-    request = WriteRequest()
-    try:
-        request.ParseFromString(raw)
-    except ProtobufError as exc:
-        raise DecodeError("invalid_protobuf", str(exc)[:120]) from exc
+    request = parse_protobuf(WriteRequest(), raw)
     out = Samples()
     stamps: list[int] = []
     for series in request.timeseries:
