@@ -18,14 +18,6 @@ from pathlib import Path
 
 import orjson
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from prexid.service.offline.evaluate.command import load_detections, load_labels
 from prexid.service.offline.matrix import score as scoring
@@ -38,6 +30,7 @@ from prexid.service.offline.matrix.sets import (
     Cell,
     cells,
 )
+from prexid.service.offline.sim.command import progress
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -138,7 +131,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             if (p := args.out / c.id / "score.jsonl").exists():
                 scores += scoring.read(p)
     else:
-        with _progress(console) as bar:
+        with progress(console) as bar:
             task = bar.add_task("matrix", total=len(todo))
             for c in todo:
                 bar.update(task, description=f"{c.set} {c.id}")
@@ -177,14 +170,3 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         f"{len(todo)} cells in {time.perf_counter() - started:.0f} s; report: {args.out / 'report.md'}"
     )
     return 1 if failed else 0
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
