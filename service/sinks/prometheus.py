@@ -103,12 +103,17 @@ class EntityScoreText:
         )
 
 
-class FusedScoreCollector(Collector):
-    """`prexid_gpu_fused_score`, `prexid_node_fused_score` (0..1; 0.5 = firing threshold) and the
-    cluster score, over every pipeline this process runs (one per owned partition under `prexid run`)."""
+class PipelinesCollector(Collector):
+    """A collector over the pipelines this process runs now (one per owned partition under `prexid
+    run`), read at each scrape."""
 
     def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
         self.pipelines = pipelines
+
+
+class FusedScoreCollector(PipelinesCollector):
+    """`prexid_gpu_fused_score`, `prexid_node_fused_score` (0..1; 0.5 = firing threshold) and the
+    cluster score, over every pipeline this process runs (one per owned partition under `prexid run`)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         pipelines = self.pipelines()
@@ -152,12 +157,9 @@ class FusedScoreCollector(Collector):
         yield node
 
 
-class FamilyCoverageCollector(Collector):
+class FamilyCoverageCollector(PipelinesCollector):
     """`prexid_family_series{family}`: series per signal family over every pipeline; 0 is a family
     prexid is blind to (its exporter field is not enabled)."""
-
-    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
-        self.pipelines = pipelines
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
@@ -174,13 +176,10 @@ class FamilyCoverageCollector(Collector):
         yield family
 
 
-class BudgetCollector(Collector):
+class BudgetCollector(PipelinesCollector):
     """The false-alert budget of every owned partition: `prexid_fire_threshold{level}` (where it holds
     the firing threshold; the highest over partitions) and `prexid_false_alert_null_rate{level}` (false
     pages a node-day the fleet's null predicts there), beside `prexid_false_alert_budget`."""
-
-    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
-        self.pipelines = pipelines
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         fire = GaugeMetricFamily(
@@ -217,13 +216,10 @@ class BudgetCollector(Collector):
         yield budget
 
 
-class LedgerCollector(Collector):
+class LedgerCollector(PipelinesCollector):
     """The node reliability ledger of every owned partition: `prexid_node_failures_total{node,kind}`
     (Xids, pages, reboots, drains; a node's counts move with its partition's snapshot) and
     `prexid_node_repeat_offender_score{node}` (1 or more: a repeat offender)."""
-
-    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
-        self.pipelines = pipelines
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         events = CounterMetricFamily(
