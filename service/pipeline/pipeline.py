@@ -534,13 +534,11 @@ class Pipeline:
         if self.budget is None:
             return
         reg = self.registry
-        for a in alerts:
-            node = (
-                reg.entity_ids.get(Entity(a.node, None)) if a.kind == "xid" and a.status == "firing" else None
-            )
-            if node is None:
-                continue
-            parents = np.asarray(reg.parent_of, dtype=np.int64)
-            mine = np.r_[node, np.flatnonzero(parents == node)].astype(np.int64)
-            self.budget.ensure(len(reg.entities))
-            self.budget.failed(mine, at)
+        failed = {Entity(a.node, None) for a in alerts if a.kind == "xid" and a.status == "firing"}
+        nodes = [eid for ent in failed if (eid := reg.entity_ids.get(ent)) is not None]
+        if not nodes:
+            return
+        parents = np.asarray(reg.parent_of, dtype=np.int64)
+        mine = np.flatnonzero(np.isin(parents, nodes))  # their GPUs
+        self.budget.ensure(len(reg.entities))
+        self.budget.failed(np.r_[nodes, mine].astype(np.int64), at)
