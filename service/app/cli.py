@@ -76,6 +76,12 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     return run(args, settings)
 
 
+def cmd_corpus(args: argparse.Namespace, settings: Settings) -> int:
+    from prexid.service.offline.corpus.command import cmd_corpus as run
+
+    return run(args)
+
+
 def cmd_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     from prexid.service.offline.evaluate.command import cmd_evaluate as run
 
@@ -163,6 +169,7 @@ def parser() -> argparse.ArgumentParser:
 def _offline_tools(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
+    from prexid.service.offline.corpus.command import add_arguments as corpus_args
     from prexid.service.offline.evaluate.command import add_arguments as evaluate_args
     from prexid.service.offline.matrix.command import add_arguments as matrix_args
     from prexid.service.offline.replay import add_arguments as replay_args
@@ -184,6 +191,13 @@ def _offline_tools(
     )
     matrix_args(matrix)
     matrix.set_defaults(func=cmd_matrix)
+    corpus = sub.add_parser(
+        "corpus",
+        parents=[common],
+        help="generic labelled univariate series, NAB-style scores of replay --csv",
+    )
+    corpus_args(corpus)
+    corpus.set_defaults(func=cmd_corpus)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

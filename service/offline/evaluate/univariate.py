@@ -1,8 +1,11 @@
-"""Univariate replay for public benchmarks: one `timestamp,value` CSV through prexid's gauge detector.
+"""Univariate replay for public benchmarks: one `timestamp,value` CSV through prexid's gauge detectors.
 
-Each point is scored by the same `RobustDeviation` the pipeline runs on gauges, strictly online: a
-point's score uses only the points before it (no whole-file min/max, no look-ahead). A point is a
-detection when its surprise (-log10 p) reaches `threshold` and none was raised in the `cooldown`
+The series is one gauge of the pipeline's `DetectorBank`, with the same detectors and configuration
+every gauge gets (level/spike, CUSUM drift, flatline; peer deviation has no peers here), their p
+combined the bank's way. Each point is scored strictly online: a point's score and decision use
+only the points before it (no whole-file min/max, no look-ahead). The CSV's score is the surprise
+-log10 p over its cap (12, the calibration's floor p = 1e-12), in [0, 1] as NAB's tools expect; a
+point is a detection when its surprise reaches `threshold` and none was raised in the `cooldown`
 points before it, as NAB expects one detection per anomaly rather than one per anomalous point.
 """
 
@@ -12,25 +15,61 @@ import csv
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
-from prexid.detectors.fusion import surprise
-from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.bank import DetectorBank
+from prexid.detectors.fusion import SURPRISE_CAP, surprise
+from prexid.detectors.signals import Kind
 from prexid.service.offline.evaluate.nab import nab_time
 
+Floats = NDArray[np.float64]
 
-def replay_csv(path: Path, out: Path, threshold: float = 6.0, cooldown: int = 20) -> int:
+
+def score_series(
+    ts: Floats, values: Floats, threshold: float = 6.0, cooldown: int = 20
+) -> tuple[Floats, NDArray[np.bool_]]:
+    """Each point's surprise and whether it is a detection, in order, one point at a time."""
+    return score_many([(ts, values)], threshold, cooldown)[0]
+
+
+def score_many(
+    files: list[tuple[Floats, Floats]], threshold: float = 6.0, cooldown: int = 20
+) -> list[tuple[Floats, NDArray[np.bool_]]]:
+    """`score_series` of several files at once: file k is series k of one bank, and the i-th points
+    of all files are one batch (each series is still scored only from its own earlier points)."""
+    bank = DetectorBank()
+    ids = np.arange(len(files), dtype=np.int64)
+    bank.set_kinds(ids, np.full(len(files), Kind.GAUGE, dtype=np.uint8))
+    lengths = np.array([len(ts) for ts, _ in files])
+    scores = [np.zeros(n) for n in lengths]
+    fired = [np.zeros(n, dtype=bool) for n in lengths]
+    quiet = np.full(len(files), cooldown)
+    for i in range(int(lengths.max(initial=0))):
+        live = np.flatnonzero(lengths > i)
+        ts = np.array([files[k][0][i] for k in live])
+        xs = np.array([files[k][1][i] for k in live])
+        s = surprise(bank.update(ids[live], ts, xs).p)
+        fire = (s >= threshold) & (quiet[live] >= cooldown)
+        quiet[live] = np.where(fire, 0, quiet[live] + 1)
+        for j, k in enumerate(live):
+            scores[k][i], fired[k][i] = s[j], fire[j]
+    return list(zip(scores, fired, strict=True))
+
+
+def read_csv(path: Path) -> tuple[list[str], Floats, Floats]:
     with path.open() as f:
         rows = [(r["timestamp"], r["value"]) for r in csv.DictReader(f)]
-    det = RobustDeviation(half_life_s=6 * 3600.0, warmup=30)
-    ids = np.zeros(1, dtype=np.int64)
-    quiet = cooldown
+    ts = np.array([nab_time(t) for t, _ in rows], dtype=np.float64)
+    values = np.array([float(v) if v not in ("", "nan") else np.nan for _, v in rows], dtype=np.float64)
+    return [t for t, _ in rows], ts, values
+
+
+def replay_csv(path: Path, out: Path) -> int:
+    stamps, ts, values = read_csv(path)
+    scores, fired = score_series(ts, values)
     with out.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["timestamp", "value", "score", "detected"])
-        for stamp, value in rows:
-            x = float(value) if value not in ("", "nan") else np.nan
-            s = float(surprise(det.update(ids, np.array([nab_time(stamp)]), np.array([x])))[0])
-            fire = s >= threshold and quiet >= cooldown
-            quiet = 0 if fire else quiet + 1
-            w.writerow([stamp, value, f"{s / 12:.4f}", int(fire)])
-    return len(rows)
+        for stamp, x, s, d in zip(stamps, values, scores, fired, strict=True):
+            w.writerow([stamp, f"{x:.6g}", f"{s / SURPRISE_CAP:.4f}", int(d)])
+    return len(stamps)
