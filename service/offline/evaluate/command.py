@@ -11,7 +11,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from prexid.service.offline.evaluate import attribution
+from prexid.service.offline.evaluate import anchors, attribution
 from prexid.service.offline.evaluate.match import Detection, Label, Result, Rules, match, parse_alert
 from prexid.service.offline.evaluate.reliability import reliability_table
 from prexid.service.offline.evaluate.report import render
@@ -93,7 +93,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     title = f"prexid evaluation: {nodes} nodes, {days:g} simulated days, {len(labels)} labelled failures"
     reliability = reliability_table(labels, read_jsonl(args.alerts), nodes)
     (args.report / "report.md").write_text(
-        render(title, rules, summaries, results, causes, pngs, reliability)
+        render(
+            title,
+            rules,
+            summaries,
+            results,
+            causes,
+            pngs,
+            reliability,
+            anchors.render(results, days, nodes * gpus),
+        )
     )
     console.print(table(summaries))
     console.print(f"report: {args.report / 'report.md'}")

@@ -57,6 +57,7 @@ class Outcome:
     first_alert: float | None
     pre_xid: bool
     lead_s: float | None  # Xid time minus first alert, when that is positive
+    alerts: int = 0  # firing alerts matching this failure
 
 
 @dataclass
@@ -106,5 +107,5 @@ def match(detections: list[Detection], labels: list[Label], rules: Rules | None 
         first = min(hits[f.id], default=None)
         pre = first is not None and f.xid_ts is not None and first < f.xid_ts
         lead = f.xid_ts - first if pre and first is not None and f.xid_ts is not None else None
-        outcomes.append(Outcome(f, first is not None, first, pre, lead))
+        outcomes.append(Outcome(f, first is not None, first, pre, lead, len(hits[f.id])))
     return Result(outcomes, false, len(detections))

@@ -93,6 +93,7 @@ def render(
     causes: dict[str, Counter[str]],
     plots: list[str],
     reliability: str = "",
+    anchors: str = "",
 ) -> str:
     parts = [
         f"# {title}",
@@ -101,6 +102,7 @@ def render(
         comparison_table(summaries),
         "## By failure type (count detected / count pre-XID / median lead)",
         type_table(results),
+        *(["## What the anchors report", anchors] if anchors else []),
         "## What the false alerts fell on (benign events within 10 min; `unexplained` = none)",
         causes_table(causes),
         "## False alerts by alert kind",

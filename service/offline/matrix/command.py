@@ -21,7 +21,7 @@ from rich.console import Console
 
 from prexid.service.offline.evaluate.command import load_detections, load_labels
 from prexid.service.offline.matrix import score as scoring
-from prexid.service.offline.matrix.report import render
+from prexid.service.offline.matrix.report import anchors_section, render, worst_cell
 from prexid.service.offline.matrix.sets import (
     REPORT_SEEDS,
     REPORT_VARIANTS,
@@ -164,7 +164,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     title = (
         f"prexid evaluation matrix: {len(todo)} cells of {args.nodes}x{args.gpus} GPUs, {args.hours:g} h each"
     )
-    (args.out / "report.md").write_text(render(title, command, scores, failed))
+    worst = worst_cell(scores)
+    cell_report = args.out / str(worst) / "report" / "report.md"
+    anchors = (
+        (str(worst), anchors_section(cell_report.read_text())) if worst and cell_report.exists() else None
+    )
+    (args.out / "report.md").write_text(render(title, command, scores, failed, anchors))
     (args.out / "scores.jsonl").write_bytes(b"".join(orjson.dumps(s.row()) + b"\n" for s in scores))
     console.print(
         f"{len(todo)} cells in {time.perf_counter() - started:.0f} s; report: {args.out / 'report.md'}"

@@ -38,7 +38,30 @@ def meets(metric: str, v: float) -> bool:
     return v <= goal if metric == "false_per_node_day" else v >= goal
 
 
-def render(title: str, command: str, scores: list[Score], failed: list[str] | None = None) -> str:
+def worst_cell(scores: list[Score]) -> str | None:
+    """The report cell where prexid is worst: most false alerts per node-day, then fewest detected."""
+    mine = [s for s in scores if s.system == "prexid" and s.set == "report"]
+    if not mine:
+        return None
+    return max(mine, key=lambda s: (s.false_per_node_day, -(s.detected or 0.0))).cell
+
+
+def anchors_section(cell_report: str) -> str:
+    """The "What the anchors report" section of one cell's `prexid evaluate` report ("" if absent)."""
+    head = "## What the anchors report"
+    if head not in cell_report:
+        return ""
+    body = cell_report.split(head, 1)[1]
+    return body.split("\n## ", 1)[0].strip()
+
+
+def render(
+    title: str,
+    command: str,
+    scores: list[Score],
+    failed: list[str] | None = None,
+    worst_anchors: tuple[str, str] | None = None,
+) -> str:
     all_spreads = spreads(scores)
     lines = [f"# {title}", "", f"`{command}`", ""]
     if failed:  # a cell that did not run is the worst case of all: it leads
@@ -51,6 +74,10 @@ def render(title: str, command: str, scores: list[Score], failed: list[str] | No
         lines += [f"## {set_.capitalize()} set{never}: worst case first", ""]
         lines += _worst_table(mine)
         lines.append("")
+    if worst_anchors and worst_anchors[1]:
+        cell, section = worst_anchors
+        lines += [f"## What the anchors report, on the worst report cell ({cell}), beside the baselines", ""]
+        lines += [section, ""]
     lines += ["## Every cell (prexid), worst false-alert rate first", ""]
     lines += _cells_table([s for s in scores if s.system == "prexid"])
     return "\n".join(lines) + "\n"
