@@ -14,7 +14,7 @@ help: ## list targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,plot,river]' --config-settings editable_mode=strict
+	$(BIN)/pip install -q -e '.[dev,plot,river,k8s]' --config-settings editable_mode=strict
 	rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP) ## create .venv with prexid and its dev tools
