@@ -400,7 +400,7 @@ class QuarantineAction:
             for node, since in list(self.quiet_since.items()):
                 if node in self.held and now - since >= period:
                     with contextlib.suppress(ActionError, KeyError, InProgress):
-                        await self.undo(node, f"prexid (healthy for {period:.0f} s)", how="healthy")
+                        await self.undo(node, f"prexid (healthy for {period:g} s)", how="healthy")
 
     async def run(self) -> None:
         """A background job (`ServiceState.background`): the workers and the healthy-period sweeper."""
