@@ -122,6 +122,7 @@ class Held:
     since: float  # wall time
     state: str = "queued"  # queued -> working -> quarantined | failed; dry run: would
     error: str = ""
+    cordoned_at: float | None = None  # wall time the backend's cordon (drain) took effect
 
     def view(self) -> dict[str, Any]:
         o = self.order
@@ -132,6 +133,7 @@ class Held:
             "alert": o.fingerprint,
             "xid_code": o.xid_code,
             "since": rfc3339(self.since),
+            "cordoned_at": None if self.cordoned_at is None else rfc3339(self.cordoned_at),
             "evidence": o.evidence,
             "error": self.error or None,
         }
@@ -358,6 +360,7 @@ class QuarantineAction:
         if cordoned_at is None:
             self.metrics.decisions.labels("already").inc()
             return
+        held.cordoned_at = cordoned_at
         self.metrics.decisions.labels("quarantined").inc()
         self.metrics.to_cordon.labels(order.kind).observe(max(0.0, cordoned_at - order.first_sample))
         self.ledger_of(order.node).record_drain(

@@ -143,7 +143,9 @@ def start(workdir: Path, token: str = "prexid-test-admin-token-0123456789") -> A
         sa_key, sa_pub = workdir / "sa.key", workdir / "sa.pub"
         subprocess.run([openssl, "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
         subprocess.run(
-            [openssl, "rsa", "-in", str(sa_key), "-pubout", "-out", str(sa_pub)], check=True, capture_output=True
+            [openssl, "rsa", "-in", str(sa_key), "-pubout", "-out", str(sa_pub)],
+            check=True,
+            capture_output=True,
         )
         tokens = workdir / "tokens.csv"
         tokens.write_text(f'{token},admin,admin-uid,"system:masters"\n')
@@ -177,7 +179,9 @@ def start(workdir: Path, token: str = "prexid-test-admin-token-0123456789") -> A
     except BaseException as err:
         server.stop()
         if isinstance(err, ApiServerError):
-            raise ApiServerError(f"{err}\n--- kube-apiserver log ---\n{server.log_tail('kube-apiserver')}") from None
+            raise ApiServerError(
+                f"{err}\n--- kube-apiserver log ---\n{server.log_tail('kube-apiserver')}"
+            ) from None
         raise
     return server
 
@@ -199,3 +203,17 @@ def running(workdir: Path) -> Iterator[ApiServer]:
         yield server
     finally:
         server.stop()
+
+
+def helm_install(
+    helm: Path, server: ApiServer, release: str, namespace: str, *sets: str, dry_run: bool = False
+) -> str:
+    """`helm install` of helm/prexid on `server` (a real install; `dry_run`: `--dry-run=server`, every
+    object sent to the API server for validation and admission, none kept). Returns helm's output."""
+    args = [str(helm), "install", release, str(ROOT / "helm/prexid"), "--kubeconfig", str(server.kubeconfig)]
+    args += ["--namespace", namespace, "--create-namespace", *[a for s in sets for a in ("--set", s)]]
+    args += ["--dry-run=server"] if dry_run else []
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        raise AssertionError(f"helm install {release} failed:\n{run.stderr}")
+    return run.stdout
