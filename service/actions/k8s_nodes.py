@@ -81,7 +81,8 @@ class KubernetesNodes:
             raise _error(err, what) from err
 
     def _taints_without_ours(self, node: Any) -> list[dict[str, Any]]:
-        return [t.to_dict() for t in (node.spec.taints or []) if not self._ours(t)]
+        kept = [t.to_dict(serialize=True) for t in node.spec.taints or [] if not self._ours(t)]
+        return [{k: v for k, v in t.items() if v is not None} for t in kept]  # as the API server wrote them
 
     def _ours(self, taint: Any) -> bool:
         return bool(taint.key == self.taint_key and taint.effect == "NoSchedule")

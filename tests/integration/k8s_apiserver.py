@@ -115,7 +115,7 @@ def start(workdir: Path, token: str = "prexid-test-admin-token-0123456789") -> A
     workdir.mkdir(parents=True, exist_ok=True)
     etcd_port, peer_port, api_port = free_ports(3)
     server = ApiServer(
-        url=f"https://localhost:{api_port}",
+        url=f"https://127.0.0.1:{api_port}",  # in the self-signed certificate's names
         token=token,
         ca_file=workdir / "certs/apiserver.crt",
         kubeconfig=workdir / "kubeconfig",
