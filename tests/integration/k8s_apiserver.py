@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -206,13 +207,24 @@ def running(workdir: Path) -> Iterator[ApiServer]:
 
 
 def helm_install(
-    helm: Path, server: ApiServer, release: str, namespace: str, *sets: str, dry_run: bool = False
+    helm: Path,
+    server: ApiServer,
+    release: str,
+    namespace: str,
+    *sets: str,
+    values: dict[str, Any] | None = None,
+    dry_run: bool = False,
 ) -> str:
     """`helm install` of helm/prexid on `server` (a real install; `dry_run`: `--dry-run=server`, every
-    object sent to the API server for validation and admission, none kept). Returns helm's output."""
+    object sent to the API server for validation and admission, none kept). `values` go in a values
+    file (typed: `--set` makes 0.1 a string). Returns helm's output."""
     args = [str(helm), "install", release, str(ROOT / "helm/prexid"), "--kubeconfig", str(server.kubeconfig)]
     args += ["--namespace", namespace, "--create-namespace", *[a for s in sets for a in ("--set", s)]]
     args += ["--dry-run=server"] if dry_run else []
+    if values is not None:
+        path = server.workdir / f"values-{release}.yaml"
+        path.write_text(yaml.safe_dump(values))
+        args += ["--values", str(path)]
     run = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if run.returncode != 0:
         raise AssertionError(f"helm install {release} failed:\n{run.stderr}")

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -27,21 +28,23 @@ import tools  # noqa: E402
 pytestmark = pytest.mark.integration
 
 MONITORING = "monitoring.coreos.com"
-CUSTOM = (
-    "replicaCount=4",
-    "cluster=b200-east",
-    "podDisruptionBudget.enabled=false",
-    "alertmanagerUrls={http://alertmanager-operated:9093}",
-    "secretEnv.PREXID_ADMIN_TOKEN=an-admin-token-of-enough-length",
-    "serviceAccount.annotations.team=gpu-sre",
-    "quarantine.enabled=true",
-    "quarantine.dryRun=false",
-    "quarantine.kinds={xid,pre_xid}",
-    "quarantine.severities={critical,warning}",
-    "quarantine.maxNodes=5",
-    "quarantine.maxFraction=0.1",
-    "quarantine.healthyPeriodSeconds=3600",
-)
+CUSTOM: dict[str, Any] = {
+    "replicaCount": 4,
+    "cluster": "b200-east",
+    "podDisruptionBudget": {"enabled": False},
+    "alertmanagerUrls": ["http://alertmanager-operated:9093"],
+    "secretEnv": {"PREXID_ADMIN_TOKEN": "an-admin-token-of-enough-length"},
+    "serviceAccount": {"annotations": {"team": "gpu-sre"}},
+    "quarantine": {
+        "enabled": True,
+        "dryRun": False,
+        "kinds": ["xid", "pre_xid"],
+        "severities": ["critical", "warning"],
+        "maxNodes": 5,
+        "maxFraction": 0.1,
+        "healthyPeriodSeconds": 3600,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +120,7 @@ def test_the_defaults_install_every_object_and_no_rbac(
 def test_quarantine_values_install_its_role_and_settings_prexid_accepts(
     helm: Path, k8s: ApiServer, api: client.ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    helm_install(helm, k8s, "cus", "prexid-cus", *CUSTOM)
+    helm_install(helm, k8s, "cus", "prexid-cus", values=CUSTOM)
     name, ns = "cus-prexid", "prexid-cus"
     deployment = client.AppsV1Api(api).read_namespaced_deployment(name, ns)
     assert deployment.spec.replicas == 4
