@@ -5,18 +5,20 @@
 # (parallel test sessions) wait on one lock. Cold, it takes minutes (kube-apiserver is ~170 MB).
 #
 # Usage: deploy/k8s/build.sh [--print-dir]     prints nothing but the bin dir with --print-dir
-# Environment: K8S_CACHE_DIR (default deploy/k8s/.cache), GO (default go); GOMODCACHE/GOCACHE as usual.
+# Environment: K8S_CACHE_DIR (default deploy/k8s/.cache), GO (default: go on PATH, else /usr/local/go/bin/go);
+# GOMODCACHE/GOCACHE as usual.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE_DIR="${K8S_CACHE_DIR:-$HERE/.cache}"
 BIN_DIR="$CACHE_DIR/bin"
-GO="${GO:-go}"
+GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+export GOTOOLCHAIN=local  # the wrapper modules need Go 1.26: never fetch another toolchain
 
 log() { printf 'k8s/build.sh: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-command -v "$GO" >/dev/null || die "'$GO' not found; install Go >= 1.26 (Debian: golang-go) to build the API server"
+[[ -x "$GO" ]] || die "'$GO' not found; install Go >= 1.26 (Debian: golang-go) to build the API server"
 
 # build NAME MODULE_DIR PACKAGE: one binary from one wrapper module, skipped when its marker matches.
 build() {
@@ -27,7 +29,7 @@ build() {
   log "building $name from the Go module proxy (first run only, minutes) ..."
   start=$SECONDS
   # CGO off: no C toolchain needed; -trimpath and -s -w: smaller, reproducible binaries.
-  (cd "$mod" && CGO_ENABLED=0 "$GO" build -mod=readonly -trimpath -ldflags='-s -w' \
+  (cd "$mod" && CGO_ENABLED=0 "$GO" build -mod=readonly -buildvcs=false -trimpath -ldflags='-s -w' \
       -o "$BIN_DIR/$name.tmp" "$pkg") || die "go build of $name failed (output above)"
   mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
   rm -f "$BIN_DIR/.$name-"*
