@@ -41,12 +41,16 @@ def api_client(kubeconfig: Path | None) -> client.ApiClient:
     """A client from a kubeconfig file, or from the pod's service account when None. No retries of its
     own: the action retries with backoff and counts each failure."""
     cfg = client.Configuration()
-    if kubeconfig is None:
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig), client_configuration=cfg, persist_config=False
-        )
+    try:
+        if kubeconfig is None:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig), client_configuration=cfg, persist_config=False
+            )
+    except (config.ConfigException, OSError) as err:  # at start, one line: not a traceback at the first page
+        where = kubeconfig or "the pod's service account (outside a pod, set quarantine.kubeconfig)"
+        raise SystemExit(f"prexid: quarantine: no Kubernetes credentials from {where}: {err}") from None
     cfg.retries = 0
     return client.ApiClient(cfg)
 

@@ -324,3 +324,13 @@ async def test_the_slurm_hook_quarantines_through_the_action(tmp_path: Path) -> 
         action.submit([alert("node-3")])
         await settled(action)
     assert calls(record)[0][:3] == ["update", "nodename=node-3", "state=drain"]
+
+
+def test_without_credentials_the_kubernetes_backend_stops_prexid_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(SystemExit, match="no Kubernetes credentials from the pod's service account"):
+        build(Settings(quarantine=QuarantineSettings(enabled=True)))
+    with pytest.raises(SystemExit, match="no Kubernetes credentials from .*missing"):
+        build(Settings(quarantine=QuarantineSettings(enabled=True, kubeconfig=tmp_path / "missing")))
