@@ -37,10 +37,15 @@ build() {
   log "built $name in $((SECONDS - start)) s"
 }
 
-mkdir -p "$BIN_DIR"
-exec 9>"$CACHE_DIR/.build.lock"
-flock 9
-build etcd "$HERE/etcd" .
-build kube-apiserver "$HERE/apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-[[ "${1:-}" == "--print-dir" ]] && echo "$BIN_DIR"
-exit 0
+# One function, called on the last line: bash has read the whole file before it runs any of it, so
+# a checkout that changes this script under a running build cannot derail it.
+main() {
+  mkdir -p "$BIN_DIR"
+  exec 9>"$CACHE_DIR/.build.lock"
+  flock 9
+  build etcd "$HERE/etcd" .
+  build kube-apiserver "$HERE/apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  if [[ "${1:-}" == "--print-dir" ]]; then echo "$BIN_DIR"; fi
+}
+
+main "$@"
