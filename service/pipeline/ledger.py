@@ -3,7 +3,8 @@
 A few nodes cause most failures (in the study, 3 of 63 nodes caused more than half of all node
 exclusions), and the fix for those is RMA or burn-in, not another reboot. So each pipeline keeps, for
 every node it watches, the count of its Xid failures, pages (`pre_xid`, `node`), reboots and drains,
-with its recent events, and a repeat-offender score: failures decayed with a half-life in event time,
+with its recent events (drains are booked by the quarantine action, `service/actions/quarantine`),
+and a repeat-offender score: failures decayed with a half-life in event time,
 divided by the threshold, so a score of 1 means "crossed it". The ledger travels in the pipeline's
 snapshot, which the state topic keeps compacted per partition: it survives restarts and rebalances
 with the rest of the partition's state.
