@@ -196,6 +196,16 @@ async def test_an_xid_page_cordons_taints_conditions_and_records_its_node(
         assert fleet.count("prexid_quarantine_event_to_cordon_seconds_count", kind="xid") == 1
         assert not quarantined(admin, NODES[1])  # nobody else
 
+        # A restarted replica is re-sent the firing alert (a takeover re-sends what fires): it finds the
+        # node quarantined by that alert and holds it again, writing nothing.
+        async with running(Fleet(sa_kubeconfig, dry_run=False)) as restarted:
+            restarted.action.submit([a for a in fleet.paged if a.kind == "xid"])
+            await restarted.settled()
+            assert restarted.action.status()["held"][0]["state"] == "quarantined"
+            assert restarted.count("prexid_quarantine_decisions_total", outcome="already") == 1
+            assert restarted.count("prexid_quarantine_event_to_cordon_seconds_count", kind="xid") == 0
+            assert len(events(admin, target)) == 1
+
         done = await undo(fleet.state, target, "alice")
         assert done.status_code == 200, done.text
     n = node(admin, target)
