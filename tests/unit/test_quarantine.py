@@ -332,5 +332,5 @@ def test_without_credentials_the_kubernetes_backend_stops_prexid_with_one_line(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(SystemExit, match="no Kubernetes credentials from the pod's service account"):
         build(Settings(quarantine=QuarantineSettings(enabled=True)))
-    with pytest.raises(SystemExit, match="no Kubernetes credentials from .*missing"):
+    with pytest.raises(SystemExit, match=r"no Kubernetes credentials from .*missing"):
         build(Settings(quarantine=QuarantineSettings(enabled=True, kubeconfig=tmp_path / "missing")))
