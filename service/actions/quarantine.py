@@ -249,7 +249,8 @@ class QuarantineAction:
             fps.discard(alert.fingerprint)
             if not fps:
                 del self.firing[alert.node]
-                self.quiet_since[alert.node] = now
+                if alert.node in self.held:  # the healthy period of a held node begins
+                    self.quiet_since[alert.node] = now
 
     def _wanted(self, alert: Alert) -> bool:
         s = self.settings
