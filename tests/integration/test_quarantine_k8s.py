@@ -276,6 +276,22 @@ async def test_the_breaker_trips_at_its_limit_pages_and_a_cluster_alert_quaranti
         assert (await undo(fleet.state, second, "bob")).status_code == 200
 
 
+async def test_a_forbidden_quarantine_is_counted_not_retried_and_the_node_left_alone(
+    k8s: ApiServer, admin: client.CoreV1Api, tmp_path: Path
+) -> None:
+    """A ServiceAccount the chart's role is not bound to: the API server says 403, which no retry fixes."""
+    admin.create_namespaced_service_account("default", {"metadata": {"name": "unbound"}})
+    token = admin.create_namespaced_service_account_token("unbound", "default", {"spec": {}}).status.token
+    target = NODES[6]
+    async with running(Fleet(k8s.kubeconfig_for(token, tmp_path / "kubeconfig"), dry_run=False)) as fleet:
+        feed(fleet.processor, [target])
+        await eventually(lambda: fleet.count("prexid_quarantine_decisions_total", outcome="failed") == 1)
+        held = fleet.action.status()["held"]
+        assert [(h["node"], h["state"]) for h in held] == [(target, "failed")] and "403" in held[0]["error"]
+        assert fleet.count("prexid_quarantine_call_failures_total", op="quarantine") == 1  # not retried
+    assert not quarantined(admin, target) and events(admin, target) == []
+
+
 def test_the_charts_role_grants_the_quarantine_and_nothing_more(sa_kubeconfig: Path) -> None:
     api = api_client(sa_kubeconfig)
     core = client.CoreV1Api(api)
