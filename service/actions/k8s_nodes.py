@@ -19,7 +19,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from prexid.service.actions.quarantine import ActionError, Order
+from prexid.service.actions.quarantine import ActionError, Order, Retrying
 from prexid.service.schemas import rfc3339
 
 ANNOTATION = "prexid.io/quarantine"  # the alert that quarantined the node, and when
@@ -91,19 +91,33 @@ class KubernetesNodes:
     def _ours(self, taint: Any) -> bool:
         return bool(taint.key == self.taint_key and taint.effect == "NoSchedule")
 
-    def quarantine(self, order: Order) -> float | None:
+    def quarantine(self, order: Order, retrying: Retrying) -> float | None:
+        name = order.node
+        node = retrying(f"cordon {name}", lambda: self._cordon(order))  # get + patch: a 409 gets again
+        if node is None:
+            return None  # a re-sent alert (a takeover, a restart): done already, nothing to write
+        cordoned_at = float(self.clock())
+        retrying(
+            f"condition on {name}", lambda: self._condition(name, "True", "PrexidQuarantined", order.evidence)
+        )
+        message = f"cordoned and tainted by prexid: {order.evidence}"
+        retrying(f"event on {name}", lambda: self._event(node, "Warning", "PrexidQuarantined", message))
+        return cordoned_at
+
+    def _cordon(self, order: Order) -> Any:
+        """Cordon and taint in one patch guarded by the node's resourceVersion; the node as read, or
+        None if this alert had quarantined it already."""
         node = self._do(f"get node {order.node}", self.core.read_node, order.node)
         annotations = node.metadata.annotations or {}
         if self._holds(node, order):
-            return None  # a re-sent alert (a takeover, a restart): done already, nothing to write
+            return None
         cordoned = "true" if not node.spec.unschedulable or annotations.get(CORDONED) == "true" else None
         taint = {"key": self.taint_key, "value": order.kind, "effect": "NoSchedule"}
-        now = rfc3339(self.clock())
         patch = {
             "metadata": {
                 "resourceVersion": node.metadata.resource_version,  # 409 if someone wrote in between
                 "annotations": {
-                    ANNOTATION: f"{order.kind} alert {order.fingerprint} at {now}",
+                    ANNOTATION: f"{order.kind} alert {order.fingerprint} at {rfc3339(self.clock())}",
                     CORDONED: cordoned,
                     UNDONE_BY: None,
                 },
@@ -111,10 +125,7 @@ class KubernetesNodes:
             "spec": {"unschedulable": True, "taints": [*self._taints_without_ours(node), taint]},
         }
         self._do(f"cordon {order.node}", self.core.patch_node, order.node, patch, _content_type=MERGE)
-        cordoned_at = self.clock()
-        self._condition(order.node, "True", "PrexidQuarantined", order.evidence)
-        self._event(node, "Warning", "PrexidQuarantined", f"cordoned and tainted by prexid: {order.evidence}")
-        return float(cordoned_at)
+        return node
 
     def _holds(self, node: Any, order: Order) -> bool:
         annotations = node.metadata.annotations or {}
@@ -122,8 +133,20 @@ class KubernetesNodes:
         marked = str(annotations.get(ANNOTATION, "")).startswith(f"{order.kind} alert {order.fingerprint} ")
         return tainted and marked and bool(node.spec.unschedulable)
 
-    def release(self, node_name: str, who: str) -> None:
-        node = self._do(f"get node {node_name}", self.core.read_node, node_name)
+    def release(self, name: str, who: str, retrying: Retrying) -> None:
+        node = retrying(f"release {name}", lambda: self._release(name, who))
+        retrying(
+            f"condition on {name}",
+            lambda: self._condition(name, "False", "PrexidQuarantineUndone", f"undone by {who}"),
+        )
+        retrying(
+            f"event on {name}",
+            lambda: self._event(node, "Normal", "PrexidQuarantineUndone", f"quarantine undone by {who}"),
+        )
+
+    def _release(self, name: str, who: str) -> Any:
+        """Untaint (and uncordon, if prexid cordoned it) in one patch guarded by the resourceVersion."""
+        node = self._do(f"get node {name}", self.core.read_node, name)
         annotations = node.metadata.annotations or {}
         spec: dict[str, Any] = {"taints": self._taints_without_ours(node)}
         if annotations.get(CORDONED) == "true":
@@ -135,9 +158,8 @@ class KubernetesNodes:
             },
             "spec": spec,
         }
-        self._do(f"release {node_name}", self.core.patch_node, node_name, patch, _content_type=MERGE)
-        self._condition(node_name, "False", "PrexidQuarantineUndone", f"undone by {who}")
-        self._event(node, "Normal", "PrexidQuarantineUndone", f"quarantine undone by {who}")
+        self._do(f"release {name}", self.core.patch_node, name, patch, _content_type=MERGE)
+        return node
 
     def _condition(self, node: str, status: str, reason: str, message: str) -> None:
         now = k8s_time(self.clock())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -71,16 +72,43 @@ class Order:
     evidence: str  # top signals, Xid code, recommended action: the NodeCondition's message
 
 
-class Backend(Protocol):
-    """Where a quarantine is carried out. Both calls block (they run in the action's threads), are
-    idempotent (they may be retried) and raise `ActionError`."""
+class Retrying:
+    """Runs one step of a backend (an API call, a command), retrying it with exponential backoff while
+    it fails with a retryable `ActionError`; every failed attempt is counted. Steps, not whole
+    quarantines, are retried: a cordon that went through is not repeated because its Event failed."""
 
-    def quarantine(self, order: Order) -> float | None:
+    def __init__(
+        self, retries: int, backoff_s: float, failed: Callable[[], None], sleep: Callable[[float], None]
+    ) -> None:
+        self.retries, self.backoff_s = retries, backoff_s
+        self.failed = failed
+        self.sleep = sleep
+
+    def __call__(self, what: str, step: Callable[[], T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                return step()
+            except ActionError as err:
+                self.failed()
+                if not err.retry or attempt >= self.retries:
+                    raise
+                delay = min(MAX_BACKOFF_S, self.backoff_s * 2**attempt)
+                log.warning("quarantine: %s failed (%s); retry in %.1fs", what, err, delay)
+                attempt += 1
+                self.sleep(delay)
+
+
+class Backend(Protocol):
+    """Where a quarantine is carried out. Both calls block (they run in the action's threads), run
+    each of their steps through `retrying`, and raise `ActionError` once a step has failed for good."""
+
+    def quarantine(self, order: Order, retrying: Retrying) -> float | None:
         """Quarantine the node; returns the wall time its cordon (drain) took effect, None if this
         alert had quarantined it already (an alert re-sent after a takeover or restart)."""
         ...
 
-    def release(self, node: str, who: str) -> None:
+    def release(self, node: str, who: str, retrying: Retrying) -> None:
         """Undo a quarantine, recording `who` undid it."""
         ...
 
@@ -330,20 +358,12 @@ class QuarantineAction:
 
     # -- work, off the event loop -------------------------------------------------------------------
     async def _call(self, op: str, fn: Callable[..., T], *args: object) -> T:
-        """`fn(*args)` in the action's threads, retried with exponential backoff; failures counted."""
+        """`fn(*args, retrying)` in the action's threads (its backoff sleeps there too, never on the
+        event loop); each failed attempt counted under `op`."""
+        s = self.settings
+        retrying = Retrying(s.retries, s.backoff_s, self.metrics.failures.labels(op).inc, time.sleep)
         loop = asyncio.get_running_loop()
-        attempt = 0
-        while True:
-            try:
-                return await loop.run_in_executor(self.pool, fn, *args)
-            except ActionError as err:
-                self.metrics.failures.labels(op).inc()
-                if not err.retry or attempt >= self.settings.retries:
-                    raise
-                delay = min(MAX_BACKOFF_S, self.settings.backoff_s * 2**attempt)
-                log.warning("quarantine: %s %s failed (%s); retry in %.1fs", op, args[0], err, delay)
-                attempt += 1
-                await asyncio.sleep(delay)
+        return await loop.run_in_executor(self.pool, functools.partial(fn, *args, retrying))
 
     async def _carry_out(self, order: Order) -> None:
         held = self.held.get(order.node)

@@ -12,7 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
-from prexid.service.actions.quarantine import ActionError, Order
+from prexid.service.actions.quarantine import ActionError, Order, Retrying
 
 MAX_REASON = 200  # Slurm keeps the reason in its state; keep it a line
 
@@ -49,12 +49,14 @@ class SlurmHook:
         if run.returncode != 0:
             raise ActionError(f"{' '.join(argv)} exited {run.returncode}: {run.stderr.strip()[-500:]}")
 
-    def quarantine(self, order: Order) -> float:
+    def quarantine(self, order: Order, retrying: Retrying) -> float:
         reason = f"prexid {order.kind}: {order.summary}"[:MAX_REASON]
         xid = "" if order.xid_code is None else str(order.xid_code)
         fields = {"node": order.node, "reason": reason, "kind": order.kind, "xid_code": xid}
-        self._run(fill(self.drain, **fields, alert=order.fingerprint))
+        argv = fill(self.drain, **fields, alert=order.fingerprint)
+        retrying(f"drain {order.node}", lambda: self._run(argv))
         return float(self.clock())
 
-    def release(self, node: str, who: str) -> None:
-        self._run(fill(self.resume, node=node, who=who))
+    def release(self, node: str, who: str, retrying: Retrying) -> None:
+        argv = fill(self.resume, node=node, who=who)
+        retrying(f"resume {node}", lambda: self._run(argv))

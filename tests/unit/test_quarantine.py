@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from prexid.service.actions.quarantine import ActionError, Order, QuarantineAction
+from prexid.service.actions.quarantine import ActionError, Order, QuarantineAction, Retrying
 from prexid.service.actions.slurm import SlurmHook
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import QuarantineSettings, Settings
@@ -39,7 +40,10 @@ class Recorder:
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
 
-    def quarantine(self, order: Order) -> float:
+    def quarantine(self, order: Order, retrying: Retrying) -> float:
+        return retrying(f"cordon {order.node}", lambda: self._quarantine(order))
+
+    def _quarantine(self, order: Order) -> float:
         self.entered.set()
         if self.gate is not None:
             self.gate.wait(10)
@@ -49,7 +53,7 @@ class Recorder:
         self.calls.append(("quarantine", order.node))
         return order.first_sample + 1.5
 
-    def release(self, node: str, who: str) -> None:
+    def release(self, node: str, who: str, retrying: Retrying) -> None:
         self.calls.append(("release", f"{node} by {who}"))
 
 
@@ -280,6 +284,9 @@ def hook(script: Path) -> SlurmHook:
     return SlurmHook([str(script), *q.slurm_drain[1:]], [str(script), *q.slurm_resume[1:]], 5.0)
 
 
+ONCE = Retrying(0, 0.001, lambda: None, time.sleep)
+
+
 def order(node: str) -> Order:
     return Order(node, "xid", "fp1", 3, 79, T0, "GPU 3 on node-3 fell off the bus; $(rm -rf /)", "ev")
 
@@ -287,8 +294,8 @@ def order(node: str) -> Order:
 def test_the_slurm_hook_drains_and_resumes_with_scontrol_arguments(tmp_path: Path) -> None:
     script, record = stand_in(tmp_path)
     h = hook(script)
-    h.quarantine(order("node-3"))
-    h.release("node-3", "carol")
+    h.quarantine(order("node-3"), ONCE)
+    h.release("node-3", "carol", ONCE)
     assert calls(record) == [
         [
             "update",
@@ -301,13 +308,15 @@ def test_the_slurm_hook_drains_and_resumes_with_scontrol_arguments(tmp_path: Pat
 
 
 def test_a_failing_slurm_command_is_retried_and_a_missing_one_is_not(tmp_path: Path) -> None:
-    script, _ = stand_in(tmp_path, exit_code=1)
+    script, record = stand_in(tmp_path, exit_code=1)
+    failures: list[str] = []
+    retrying = Retrying(2, 0.001, lambda: failures.append("x"), time.sleep)
     with pytest.raises(ActionError) as failed:
-        hook(script).quarantine(order("node-3"))
-    assert failed.value.retry
+        hook(script).quarantine(order("node-3"), retrying)
+    assert failed.value.retry and len(calls(record)) == 3 and len(failures) == 3  # tried, then twice more
     with pytest.raises(ActionError) as missing:
-        hook(tmp_path / "nope").quarantine(order("node-3"))
-    assert not missing.value.retry
+        hook(tmp_path / "nope").quarantine(order("node-3"), retrying)
+    assert not missing.value.retry and len(failures) == 4  # counted, not retried
 
 
 def test_a_bad_field_in_the_command_template_is_refused_at_start() -> None:
