@@ -8,7 +8,8 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pyproject.toml README.md* ./
 COPY detectors ./detectors
 COPY service ./service
-RUN pip wheel --wheel-dir /wheels .
+# prexid[k8s]: the Kubernetes client the quarantine action uses (off unless PREXID_QUARANTINE__ENABLED)
+RUN pip wheel --wheel-dir /wheels '.[k8s]'
 
 FROM python:3.11-slim-bookworm AS runtime
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
@@ -16,7 +17,7 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
 RUN groupadd --system --gid 10001 prexid \
  && useradd --system --uid 10001 --gid prexid --no-create-home --shell /usr/sbin/nologin prexid
 COPY --from=build /wheels /wheels
-RUN pip install --no-index --find-links=/wheels prexid && rm -rf /wheels
+RUN pip install --no-index --find-links=/wheels 'prexid[k8s]' && rm -rf /wheels
 USER 10001:10001
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # follow for a package-dir mapping), so adding or removing a module reinstalls.
 STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; find service detectors -name '*.py' -o -name 'py.typed' | sort) | sha1sum | cut -c1-12)
 
-.PHONY: help venv demo test unit lint typecheck evaluate evaluate-matrix kafka-start kafka-stop clean
+.PHONY: help venv demo test unit lint typecheck evaluate evaluate-matrix kafka-start kafka-stop kube-build clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -14,7 +14,7 @@ help: ## list targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,plot,river]' --config-settings editable_mode=strict
+	$(BIN)/pip install -q -e '.[dev,plot,river,k8s]' --config-settings editable_mode=strict
 	rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP) ## create .venv with prexid and its dev tools
@@ -59,6 +59,9 @@ kafka-start: ## start the local single-node Kafka broker (KRaft) on 127.0.0.1:19
 
 kafka-stop: ## stop it
 	deploy/kafka/kafka.sh stop
+
+kube-build: ## build kube-apiserver and etcd (quarantine tests) from the Go module proxy into deploy/k8s/.cache/bin
+	deploy/k8s/build.sh
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

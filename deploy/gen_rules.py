@@ -204,11 +204,34 @@ HEALTH_RULES = [
 ]
 
 
+QUARANTINE_RULES = [
+    alert(
+        "PrexidQuarantineBreakerOpen",
+        "max by (job, instance) (prexid_quarantine_breaker_open) >= 1",
+        "0m",
+        "quarantine",
+        "critical",
+        "prexid {{ $labels.instance }}: the quarantine circuit breaker tripped: it holds as many nodes as "
+        "it may, and leaves every further paged node in service until someone looks",
+    ),
+    alert(
+        "PrexidQuarantineCallsFailing",
+        "increase(prexid_quarantine_call_failures_total[10m]) > 0",
+        "0m",
+        "quarantine",
+        "warning",
+        "prexid {{ $labels.instance }} failed to {{ $labels.op }} nodes (API server or drain command): "
+        "a paged node may still be schedulable",
+    ),
+]
+
+
 def rules() -> dict[str, Any]:
     return {
         "groups": [
             {"name": "prexid.scores", "rules": SCORE_RULES},
             {"name": "prexid.health", "rules": HEALTH_RULES},
+            {"name": "prexid.quarantine", "rules": QUARANTINE_RULES},
         ]
     }
 

@@ -3,7 +3,8 @@
 
 - `helm` v3, built from its Go module (`go install helm.sh/helm/v3/cmd/helm@HELM_VERSION`);
 - prometheus-operator's CRDs (ServiceMonitor, PrometheusRule) with their openAPIV3Schema, from the
-  `github.com/prometheus-operator/prometheus-operator` Go module, to validate the chart's manifests.
+  `github.com/prometheus-operator/prometheus-operator` Go module, to validate the chart's manifests (and
+  their manifests, registered on the real API server the chart is installed into).
 
 Kubernetes' own schemas come from the `kubernetes-validate` PyPI package. Usage: `deploy/tools.py helm|crds`.
 """
@@ -70,6 +71,13 @@ def python_patterns(schema: Any) -> Any:
     if isinstance(schema, list):
         return [python_patterns(v) for v in schema]
     return schema
+
+
+def crd_files() -> list[Path]:
+    """prometheus-operator's ServiceMonitor and PrometheusRule CRD manifests, to register on a real API
+    server (tests/integration/test_deploy_helm_server.py)."""
+    info = json.loads(_go("mod", "download", "-json", f"{OPERATOR_MODULE}@{OPERATOR_VERSION}"))
+    return [Path(info["Dir"]) / "example/prometheus-operator-crd" / name for name in CRD_FILES.values()]
 
 
 def crd_schemas() -> dict[str, dict[str, Any]]:

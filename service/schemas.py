@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
 
-AlertKind = Literal["pre_xid", "xid", "node", "cluster"]
+# `quarantine`: the quarantine action's circuit breaker tripped (service/actions/quarantine.py)
+AlertKind = Literal["pre_xid", "xid", "node", "cluster", "quarantine"]
 AlertStatus = Literal["firing", "resolved"]
 Severity = Literal["critical", "warning", "info"]
 

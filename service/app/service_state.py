@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
+from prexid.service.actions.quarantine import QuarantineAction
 from prexid.service.http.history import ScoreHistory
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.series_registry import SeriesBudget
@@ -38,6 +39,7 @@ class ServiceState:
     remote_write: RemoteWriteEndpoint | None = None  # POST /api/v1/write is served with one
     # pipelines beside the feed's, on another event clock: the demo's for samples received over HTTP
     others: list[Pipeline] = field(default_factory=list)
+    quarantine: QuarantineAction | None = None  # the quarantine action, when enabled (/admin/quarantine)
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""

@@ -22,7 +22,7 @@ from prexid.detectors.alert_budget import BudgetConfig
 from prexid.detectors.fusion import FusionConfig
 from prexid.detectors.lifecycle import LifecycleConfig
 from prexid.service.pipeline.pipeline import PipelineConfig
-from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL
+from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, AlertKind, Severity
 
 ADMIN_TOKEN_MIN_CHARS = 16
 # Formats a topic must have for `remote_write = "kafka"` to republish onto it: prometheus-kafka-adapter
@@ -120,6 +120,80 @@ class KafkaSecurity(BaseModel):
     ssl_key_password: SecretStr | None = None
 
 
+QUARANTINE_KINDS: tuple[AlertKind, ...] = ("xid",)
+QUARANTINE_SEVERITIES: tuple[Severity, ...] = ("critical",)
+DEFAULT_SLURM_DRAIN = ("scontrol", "update", "nodename={node}", "state=drain", "reason={reason}")
+DEFAULT_SLURM_RESUME = ("scontrol", "update", "nodename={node}", "state=resume")
+
+
+class QuarantineSettings(BaseModel):
+    """Taking a paged node out of scheduling (Kubernetes cordon + taint + condition, or a Slurm drain).
+
+    Off by default; turned on, it only logs and counts what it would do (`dry_run`) until that is
+    switched off too. A circuit breaker caps how many nodes it holds at once, and a `cluster` alert
+    (a shared cause) never quarantines anyone."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a typo is an error, not a default
+
+    enabled: bool = False
+    dry_run: bool = Field(True, description="log and count what would be done, change nothing")
+    backend: Literal["kubernetes", "slurm"] = "kubernetes"
+    kinds: list[AlertKind] = Field(
+        default_factory=lambda: list(QUARANTINE_KINDS),
+        description="alert kinds that quarantine (never `cluster`)",
+    )
+    severities: list[Severity] = Field(
+        default_factory=lambda: list(QUARANTINE_SEVERITIES), description="alert severities that quarantine"
+    )
+    max_nodes: int = Field(3, ge=1, description="circuit breaker: nodes quarantined at once, at most")
+    max_fraction: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="circuit breaker: share of the nodes prexid watches quarantined at once, at most "
+        "(at least one node); the smaller of this and max_nodes holds",
+    )
+    healthy_period_s: float | None = Field(
+        None,
+        gt=0,
+        description="undo a quarantine by itself once the node has had no firing alert for this long "
+        "(wall seconds); None: only a human undoes it (POST /admin/quarantine/{node}/undo)",
+    )
+    taint_key: str = Field("prexid.io/gpu-unhealthy", description="taint key; the value is the alert kind")
+    condition_type: str = Field("PrexidGpuUnhealthy", description="NodeCondition type set with the evidence")
+    kubeconfig: Path | None = Field(
+        None, description="kubeconfig file; None: the pod's in-cluster service account"
+    )
+    api_timeout_s: float = Field(5.0, gt=0, description="timeout of one API server (or command) call")
+    retries: int = Field(5, ge=0, description="retries of a failed call, with exponential backoff")
+    backoff_s: float = Field(0.5, gt=0, description="first retry delay; doubles each time, up to 30 s")
+    workers: int = Field(4, ge=1, description="quarantines carried out at once (threads off the event loop)")
+    slurm_drain: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SLURM_DRAIN),
+        description="argv of the Slurm drain hook; {node}, {reason}, {kind}, {xid_code}, {alert} filled in",
+    )
+    slurm_resume: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SLURM_RESUME),
+        description="argv that undoes it; {node}, {who} are filled in",
+    )
+
+    @field_validator("kinds")
+    @classmethod
+    def _never_cluster(cls, kinds: list[AlertKind]) -> list[AlertKind]:
+        """A cluster alert has a shared cause (storage, fabric, cooling): quarantining on it would take
+        out healthy nodes, so it is refused here and ignored by the action."""
+        if "cluster" in kinds or "quarantine" in kinds:
+            raise ValueError("`cluster` and `quarantine` alerts never quarantine a node")
+        return kinds
+
+    @model_validator(mode="after")
+    def _client_installed(self) -> QuarantineSettings:
+        """The Kubernetes backend is the official client's: say so at start, not at the first page."""
+        if self.enabled and self.backend == "kubernetes" and importlib.util.find_spec("kubernetes") is None:
+            raise ValueError("the Kubernetes quarantine needs its client: pip install 'prexid[k8s]'")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="PREXID_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -212,6 +286,7 @@ class Settings(BaseSettings):
     )
 
     detection: DetectionSettings = DetectionSettings()
+    quarantine: QuarantineSettings = QuarantineSettings()
 
     def dashboard_url(self) -> str:
         return self.external_url or f"http://{self.http_host}:{self.http_port}"

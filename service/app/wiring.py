@@ -13,11 +13,13 @@ from prexid.service.pipeline.coverage import CoverageLog
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.processor import Processor
 from prexid.service.pipeline.series_registry import SeriesBudget
+from prexid.service.schemas import Alert
 from prexid.service.sinks.prometheus import Telemetry
 from prexid.service.sources import remote_write
 from prexid.service.sources.remote_write import LocalIntake, RemoteWriteEndpoint
 
 if TYPE_CHECKING:
+    from prexid.service.actions.quarantine import Backend, QuarantineAction
     from prexid.service.sinks.kafka_republish import KafkaRepublisher
 
 
@@ -64,8 +66,52 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
         )
         state.alert_listeners.append(sink.submit)
         state.background.append(sink.run)
+    if first and settings.quarantine.enabled:
+        action = quarantine_action(settings, state)
+        state.alert_listeners.append(action.submit)
+        state.background.append(action.run)
     processor.listeners = state.alert_listeners
     return state, processor
+
+
+def quarantine_backend(settings: Settings) -> Backend:
+    """The backend `settings.quarantine` names: the Kubernetes API server, or the Slurm command hook."""
+    q = settings.quarantine
+    if q.backend == "slurm":
+        from prexid.service.actions.slurm import SlurmHook
+
+        return SlurmHook(q.slurm_drain, q.slurm_resume, q.api_timeout_s)
+    from prexid.service.actions.k8s_nodes import KubernetesNodes, api_client
+
+    return KubernetesNodes(api_client(q.kubeconfig), q.taint_key, q.condition_type, q.api_timeout_s)
+
+
+def quarantine_action(
+    settings: Settings, state: ServiceState, backend: Backend | None = None
+) -> QuarantineAction:
+    """The quarantine action over `state`'s pipelines: breaker base (the nodes they watch), ledgers
+    (drains), and the alert listeners (its breaker page). Served at /admin/quarantine."""
+    from prexid.service.actions.quarantine import QuarantineAction
+
+    def fleet_size() -> int:
+        return len({e.node for p in state.pipelines() for e in p.registry.entities})
+
+    def page(alerts: list[Alert]) -> None:
+        for listener in state.alert_listeners:
+            listener(alerts)
+
+    action = QuarantineAction(
+        settings.quarantine,
+        backend or quarantine_backend(settings),
+        state.telemetry.registry,
+        fleet_size,
+        lambda node: state.pipeline_of(node).ledger,
+        page,
+        settings.cluster,
+        settings.runbook_base_url,
+    )
+    state.quarantine = action
+    return action
 
 
 def remote_write_feed(

@@ -1,4 +1,5 @@
-"""Admin HTTP endpoints, behind a bearer token: what this replica owns, and a checkpoint on demand.
+"""Admin HTTP endpoints, behind a bearer token: what this replica owns, a checkpoint on demand, and the
+quarantine action's held nodes and their undo.
 
 Disabled (404) unless `admin_token` is set (settings refuse an empty or short one at start); a wrong
 or missing token gets 401. The token is compared in constant time and never logged.
@@ -11,10 +12,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
 
+from prexid.service.actions.quarantine import ActionError, InProgress, QuarantineAction
 from prexid.service.app.service_state import ServiceState
 
 _bearer = HTTPBearer(auto_error=False)
+
+
+class Undo(BaseModel):
+    """Who undoes a quarantine (the token is shared: the name is recorded on the node), and why."""
+
+    by: str = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
+    reason: str = Field("", max_length=512)
 
 
 def admin_router(state: ServiceState) -> APIRouter:
@@ -47,5 +57,28 @@ def admin_router(state: ServiceState) -> APIRouter:
         if state.checkpoint is None:
             raise HTTPException(409, "this feed does not checkpoint")
         return {"checkpointed": await state.checkpoint()}
+
+    def action() -> QuarantineAction:
+        if state.quarantine is None:
+            raise HTTPException(404, "the quarantine action is not enabled (quarantine.enabled)")
+        return state.quarantine
+
+    @router.get("/quarantine")
+    async def quarantine() -> dict[str, Any]:
+        """Nodes the quarantine action holds (or, in a dry run, would), and the breaker."""
+        return action().status()
+
+    @router.post("/quarantine/{node}/undo")
+    async def undo(node: str, body: Undo) -> dict[str, Any]:
+        """Undo a node's quarantine; `by` is recorded on the node (annotation and Event)."""
+        who = f"{body.by} ({body.reason})" if body.reason else body.by
+        try:
+            return await action().undo(node, who)
+        except KeyError:
+            raise HTTPException(404, f"prexid holds no quarantine of {node!r}") from None
+        except InProgress:
+            raise HTTPException(409, f"{node}'s quarantine is being carried out: try again") from None
+        except ActionError as err:
+            raise HTTPException(502, f"undo of {node} failed: {err}") from None
 
     return router

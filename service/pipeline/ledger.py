@@ -3,7 +3,8 @@
 A few nodes cause most failures (in the study, 3 of 63 nodes caused more than half of all node
 exclusions), and the fix for those is RMA or burn-in, not another reboot. So each pipeline keeps, for
 every node it watches, the count of its Xid failures, pages (`pre_xid`, `node`), reboots and drains,
-with its recent events, and a repeat-offender score: failures decayed with a half-life in event time,
+with its recent events (drains are booked by the quarantine action, `service/actions/quarantine`),
+and a repeat-offender score: failures decayed with a half-life in event time,
 divided by the threshold, so a score of 1 means "crossed it". The ledger travels in the pipeline's
 snapshot, which the state topic keeps compacted per partition: it survives restarts and rebalances
 with the rest of the partition's state.
@@ -24,6 +25,7 @@ from prexid.service.schemas import Alert
 LedgerKind = Literal["xid", "pre_xid", "node", "reboot", "drain"]
 KINDS: tuple[LedgerKind, ...] = get_args(LedgerKind)
 FAILURES: frozenset[LedgerKind] = frozenset({"xid", "drain"})  # what counts against a node
+AFTER_XID = "after Xid"  # a drain's detail starting so follows an Xid already booked: one failure, not two
 MONTH_S = 30 * 86400.0
 REBOOT_DEDUP_S = 1800.0  # two signs of one reboot arrive within this
 
@@ -75,7 +77,7 @@ class Ledger:
         rec.events.append(LedgerEvent(ts, kind, gpu, detail))
         while len(rec.events) > self.keep_events:
             rec.events.popleft()
-        if kind in FAILURES:
+        if counts_against(kind, detail):
             rec.decayed = self._decayed(rec, ts) + 1.0
             rec.at = max(rec.at, ts)
         self.now = max(self.now, ts)
@@ -90,18 +92,25 @@ class Ledger:
             return
         self.record(node, "reboot", ts)
 
+    def record_drain(self, node: str, ts: float, gpu: int | None, cause: str, xid_code: int | None) -> None:
+        """A drain prexid's quarantine carried out (`cause`: the alert kind). One that follows an Xid is
+        booked but is not a second failure: the Xid already counted against the node."""
+        detail = f"{AFTER_XID} {xid_code} ({cause})" if xid_code is not None else cause
+        self.record(node, "drain", ts, gpu, detail)
+
     def observe(self, alerts: Iterable[Alert]) -> None:
         """Book the firing alerts: each fingerprint once (a burst's later re-sends are the same one)."""
         for a in alerts:
-            if a.status != "firing" or a.kind == "cluster" or a.fingerprint in self.counted:
+            if a.status != "firing" or a.fingerprint in self.counted:
+                continue
+            if a.kind == "xid":
+                self.record(a.node, "xid", parse_rfc3339(a.starts_at), a.gpu, str(a.xid_code))
+            elif a.kind == "pre_xid" or a.kind == "node":
+                families = ",".join(dict.fromkeys(s.family for s in a.signals))
+                self.record(a.node, a.kind, parse_rfc3339(a.starts_at), a.gpu, families)
+            else:  # cluster and quarantine alerts are no node's
                 continue
             self.counted.append(a.fingerprint)
-            ts = parse_rfc3339(a.starts_at)
-            if a.kind == "xid":
-                self.record(a.node, "xid", ts, a.gpu, str(a.xid_code))
-            else:
-                families = ",".join(dict.fromkeys(s.family for s in a.signals))
-                self.record(a.node, a.kind, ts, a.gpu, families)
 
     def score(self, node: str, now: float | None = None) -> float:
         rec = self.nodes.get(node)
@@ -112,7 +121,7 @@ class Ledger:
         now = self.now if now is None else now
         out = []
         for node, rec in self.nodes.items():
-            fails = [e for e in rec.events if e.kind in FAILURES]
+            fails = [e for e in rec.events if counts_against(e.kind, e.detail)]
             out.append(
                 Standing(
                     node=node,
@@ -165,6 +174,11 @@ class Ledger:
                 decayed=float(r["decayed"]),
                 at=float(r["at"]),
             )
+
+
+def counts_against(kind: LedgerKind, detail: str) -> bool:
+    """Whether an event is a failure of the node: an Xid, or a drain not caused by a booked Xid."""
+    return kind in FAILURES and not (kind == "drain" and detail.startswith(AFTER_XID))
 
 
 def worst_first(s: Standing) -> tuple[float, int, str]:

@@ -30,6 +30,7 @@ ALERTNAMES = {
     "xid": "PrexidXid",
     "node": "PrexidNodeAnomaly",
     "cluster": "PrexidClusterAnomaly",
+    "quarantine": "PrexidQuarantineBreakerTripped",
 }
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration import k8s_apiserver
+from tests.integration.k8s_apiserver import ApiServer
 from tests.integration.kafka_broker import (
     KafkaBrokerError,
     KafkaEndpoint,
@@ -130,3 +132,19 @@ async def topics(kafka_topics: TopicFactory, request: pytest.FixtureRequest) -> 
 def kafka_group(request: pytest.FixtureRequest) -> str:
     """Unique consumer group id, so committed offsets never leak between tests."""
     return f"prexid-test-{_safe(request.node.name, 60)}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def k8s(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ApiServer]:
+    """A real kube-apiserver over etcd (deploy/k8s/build.sh builds both on first use, then cached)."""
+    try:
+        server = k8s_apiserver.start(tmp_path_factory.mktemp("k8s"))
+    except k8s_apiserver.ApiServerError as exc:
+        failure = str(exc)
+    else:
+        failure = ""
+    if failure:
+        pytest.fail(f"could not start kube-apiserver:\n{failure}", pytrace=False)
+    _announce(pytestconfig, f"kube-apiserver at {server.url} ({server.workdir})")
+    yield server
+    server.stop()

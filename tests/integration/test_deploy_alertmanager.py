@@ -43,6 +43,7 @@ def test_config_passes_amtool_check_config() -> None:
         ("cluster", "cluster-oncall-page"),
         ("prexid", "prexid-platform"),
         ("repeat_offender", "fleet-tickets"),
+        ("quarantine", "cluster-oncall-page"),
         ("something-else", "prexid-default"),
     ],
 )

@@ -70,6 +70,7 @@ def test_helm_lint_strict_passes(helm: Path) -> None:
         (),
         ("replicaCount=4", "podDisruptionBudget.enabled=false", "secretEnv.PREXID_GROUP_ID=other"),
         ("serviceMonitor.enabled=false", "prometheusRule.enabled=false", "grafanaDashboard.enabled=false"),
+        ("quarantine.enabled=true", "quarantine.dryRun=false", "quarantine.healthyPeriodSeconds=600"),
     ],
 )
 def test_rendered_manifests_validate_against_kubernetes_and_operator_schemas(

@@ -16,7 +16,7 @@ from tests.integration.demo_process import demo_server
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/rules.yml"
-KINDS = {"pre_xid", "xid", "node", "cluster", "prexid", "repeat_offender"}
+KINDS = {"pre_xid", "xid", "node", "cluster", "prexid", "repeat_offender", "quarantine"}
 
 pytestmark = pytest.mark.integration
 

@@ -53,7 +53,7 @@ def test_the_install_is_one_prexid_package_with_no_generic_top_level_names(bare_
 
 
 def test_the_extras_are_not_installed_without_being_asked_for(bare_venv: Path) -> None:
-    for module in ("river", "matplotlib"):
+    for module in ("river", "matplotlib", "kubernetes"):
         probe = subprocess.run([str(bare_venv / "python"), "-c", f"import {module}"], capture_output=True)
         assert probe.returncode != 0, f"{module} came with the core install"
 
@@ -92,3 +92,13 @@ def test_the_multivariate_voter_without_river_is_a_one_line_error_naming_the_set
     assert demo.returncode != 0
     assert "PREXID_DETECTION__MULTIVARIATE" in demo.stderr and "prexid[river]" in demo.stderr
     assert "Traceback" not in demo.stderr
+
+
+def test_the_kubernetes_quarantine_without_its_client_is_a_one_line_error(bare_venv: Path) -> None:
+    env = {"PREXID_QUARANTINE__ENABLED": "true"}  # the Kubernetes backend, dry run: still needs the client
+    demo = run(bare_venv, "demo", "--duration", "1", env=env)
+    assert demo.returncode != 0
+    assert "PREXID_QUARANTINE" in demo.stderr and "prexid[k8s]" in demo.stderr
+    assert "Traceback" not in demo.stderr
+    slurm = run(bare_venv, "demo", "--duration", "1", env=env | {"PREXID_QUARANTINE__BACKEND": "slurm"})
+    assert "prexid[k8s]" not in slurm.stderr  # the Slurm hook needs no client

@@ -8,7 +8,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from prexid.service.app.settings import Settings
+from prexid.service.app.settings import QuarantineSettings, Settings
 from prexid.service.app.wiring import build
 from prexid.service.pipeline.processor import Message
 from prexid.service.sources.demo_cluster import DemoCluster, simulate
@@ -28,8 +28,10 @@ def documented() -> dict[str, tuple[str, set[str]]]:
 
 def exported() -> dict[str, tuple[str, set[str]]]:
     """metric family -> (type, label names seen) from a replayed demo's exposition."""
-    # an Alertmanager URL registers the sink's counters too (nothing is sent: the sink never runs here)
-    state, processor = build(Settings(alertmanager_urls=["http://127.0.0.1:9"]))
+    # an Alertmanager URL registers the sink's counters too (nothing is sent: the sink never runs here),
+    # and the quarantine action (Slurm: nothing to connect to) its own
+    quarantine = QuarantineSettings(enabled=True, backend="slurm")
+    state, processor = build(Settings(alertmanager_urls=["http://127.0.0.1:9"], quarantine=quarantine))
     wiring.feed(processor, simulate(DemoCluster(nodes=4, gpus=8, duration_s=600.0)))
     processor.process([Message(b"not json", 0.0, "metrics", 0)], [], (), drain=True)  # a dead letter
     out = {}

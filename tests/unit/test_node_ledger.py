@@ -133,3 +133,18 @@ def test_the_evaluation_report_shows_the_ledger_booking_the_labelled_concentrati
     truth, booked = (row for row in table.splitlines() if row.startswith(("| labels", "| prexid")))
     assert truth.split("|")[2:6] == booked.split("|")[2:6] == [" 4 ", " 2 ", " 100% ", " 0.93 "]
     assert "Repeat offenders by the ledger (score >= 1): node-7." in table
+
+
+def test_a_drain_is_a_failure_unless_it_follows_an_xid_already_booked() -> None:
+    ledger = Ledger(half_life_s=7 * 86400.0, threshold=1.0)
+    ledger.record("node-1", "xid", T0)
+    ledger.record_drain("node-1", T0, 3, "xid", 79)  # the Xid's own drain: one failure, not two
+    ledger.record_drain("node-2", T0, 5, "pre_xid", None)  # drained before any Xid: a failure
+    assert ledger.score("node-1", T0) == 1.0 and ledger.score("node-2", T0) == 1.0
+    assert [(s.node, s.failures_30d, s.counts) for s in ledger.ranking(T0)] == [
+        ("node-1", 1, {"xid": 1, "drain": 1}),
+        ("node-2", 1, {"drain": 1}),
+    ]
+    restored = Ledger(half_life_s=7 * 86400.0, threshold=1.0)
+    restored.restore_meta(ledger.snapshot_meta())
+    assert restored.ranking(T0) == ledger.ranking(T0)

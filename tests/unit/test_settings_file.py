@@ -30,6 +30,7 @@ def test_the_example_config_loads_with_what_it_says() -> None:
     assert settings.kafka_security.protocol == "SASL_SSL"
     assert str(settings.kafka_security.ssl_cafile) == written["kafka_security"]["ssl_cafile"]
     assert settings.detection.fire_threshold == written["detection"]["fire_threshold"]
+    assert settings.quarantine == type(settings.quarantine)()  # the example states the defaults
 
 
 def test_a_mistyped_key_is_refused_not_ignored(tmp_path: Path) -> None:
