@@ -126,7 +126,7 @@ class FusedScoreCollector(PipelinesCollector):
         )
         by_cluster: dict[str, float] = {}
         for p in pipelines:
-            score = float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0])
+            score = float(score01(np.array([p.cluster_alerts.score]), p.config.lifecycle.fire)[0])
             by_cluster[p.config.cluster] = max(score, by_cluster.get(p.config.cluster, 0.0))
         for name, score in sorted(by_cluster.items()):
             cluster.add_metric([name], score)
