@@ -52,6 +52,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         feed = intake.run(processor)
         asyncio.run(serve(state, feed, settings.http_host, settings.http_port, args.duration))
         return 0
+    from prexid.service.sources.fleet_runner import FleetRunner
     from prexid.service.sources.kafka import KafkaRunner
 
     state, _ = build(settings)
@@ -59,7 +60,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         from prexid.service.app.wiring import remote_write_republisher
 
         remote_write_republisher(settings, state)
-    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
+    runner_cls = FleetRunner if settings.fleet_vote else KafkaRunner
+    runner = runner_cls(settings, state, lambda: build(settings, state)[1])
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0
 

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from prexid.service.http.history import ScoreHistory
+from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.schemas import Alert
@@ -38,6 +39,7 @@ class ServiceState:
     remote_write: RemoteWriteEndpoint | None = None  # POST /api/v1/write is served with one
     # pipelines beside the feed's, on another event clock: the demo's for samples received over HTTP
     others: list[Pipeline] = field(default_factory=list)
+    fleet_board: FleetBoard | None = None  # `prexid run` with the fleet vote: every partition's summaries
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""

@@ -31,6 +31,8 @@ from prexid.service.pipeline.fleet_summary import PartitionSummary
 from prexid.service.pipeline.pipeline import PipelineConfig
 from prexid.service.schemas import Alert
 
+FIRST_HEARD_S = 60.0  # event seconds a first aggregator waits for the partitions it has not heard yet
+
 
 @dataclass(frozen=True, slots=True)
 class Judged:
@@ -100,8 +102,8 @@ class Aggregator:
         newest = max(heard.values())
         live = [t for t in heard.values() if t >= newest - self.lateness_s]
         watermark = min(live)
-        if not np.isfinite(self.judged_to):  # a first aggregator: every partition gets lateness_s to be heard
-            watermark = min(watermark, newest - self.lateness_s)
+        if not np.isfinite(self.judged_to):  # a first aggregator gives every partition a moment to be heard
+            watermark = min(watermark, newest - min(self.lateness_s, FIRST_HEARD_S))
         return waiting[0] if waiting[0] <= watermark else None
 
     def _judge(self, tick: float) -> tuple[Judged, list[Alert]]:

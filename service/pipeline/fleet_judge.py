@@ -19,6 +19,7 @@ ticks, from what the tick left: the counts, and the nodes that score or vote.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,7 +40,14 @@ class FleetBoard:
     latest: dict[int, PartitionSummary] = field(default_factory=dict)
     names: dict[int, tuple[str, ...]] = field(default_factory=dict)  # every node, by partition
     alerts: dict[int, tuple[dict[str, object], ...]] = field(default_factory=dict)  # firing, by partition
+    verdict: dict[str, Any] | None = None  # the aggregator's last, from the verdicts topic
     unreadable: int = 0
+
+    def cluster_alerts(self) -> list[dict[str, Any]]:
+        """The cluster alerts firing as of the aggregator's last verdict."""
+        if self.verdict is None:
+            return []
+        return list(self.verdict.get("state", {}).get("active", []))
 
     def observe(self, s: PartitionSummary) -> None:
         """Take a record; the last one read of a partition is its state (a takeover replaying from a
