@@ -62,6 +62,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         remote_write_republisher(settings, state)
     runner_cls = FleetRunner if settings.fleet_vote else KafkaRunner
     runner = runner_cls(settings, state, lambda: build(settings, state)[1])
+    if state.fleet_board is not None and settings.fleet_http_port is not None:
+        from prexid.service.http.fleet_view import create_fleet_app
+        from prexid.service.http.server import serve_app
+
+        fleet = create_fleet_app(state, state.fleet_board, settings.fleet_lateness_s)
+        state.background.append(lambda: serve_app(fleet, settings.http_host, settings.fleet_http_port or 0))
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0
 

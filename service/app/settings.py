@@ -192,6 +192,13 @@ class Settings(BaseSettings):
         description="event seconds a partition's summary may lag a tick and still count in its vote; "
         "further behind it is left out (counted), as if the partition were judged alone",
     )
+    fleet_http_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="`prexid run` with fleet_vote: serve the fleet view (every partition's scores and "
+        "alerts, from the summaries topic) on this port too, on http_host; unset: not served",
+    )
     summary_every_ticks: int = Field(1, ge=1, description="ticks between two summaries of a partition")
     summaries_retention_ms: int = Field(
         3_600_000, ge=60_000, description="retention of the summaries and verdicts topics"

@@ -38,7 +38,7 @@ class FleetBoard:
 
     forget_s: float = 3600.0
     latest: dict[int, PartitionSummary] = field(default_factory=dict)
-    names: dict[int, tuple[str, ...]] = field(default_factory=dict)  # every node, by partition
+    names: dict[int, tuple[tuple[str, tuple[int, ...]], ...]] = field(default_factory=dict)  # nodes, GPUs
     alerts: dict[int, tuple[dict[str, object], ...]] = field(default_factory=dict)  # firing, by partition
     verdict: dict[str, Any] | None = None  # the aggregator's last, from the verdicts topic
     unreadable: int = 0
@@ -167,9 +167,13 @@ class FleetJudge:
             )
         return tuple(rows)
 
-    def _names(self) -> tuple[str, ...]:
-        reg = self.pipeline.registry
-        return tuple(sorted({reg.entities[e].node for e in range(len(reg.entities))}))
+    def _names(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        gpus: dict[str, set[int]] = {}
+        for ent in self.pipeline.registry.entities:
+            mine = gpus.setdefault(ent.node, set())
+            if ent.gpu is not None:
+                mine.add(ent.gpu)
+        return tuple((node, tuple(sorted(g))) for node, g in sorted(gpus.items()))
 
     def _changed_alerts(self) -> tuple[dict[str, object], ...] | None:
         active = self.pipeline.alert_book.active

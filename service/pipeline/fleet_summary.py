@@ -4,9 +4,10 @@ The counts the shared-cause and cluster votes are judged on (`detectors/fleet_vo
 small tables whatever the partition's size), and, for the fleet view, the nodes that show anything:
 each one's score and its GPUs' (quantised to a byte: the dashboard draws 256 shades at most), the
 families voting on it and whether its pages are held for a shared cause. A quiet node costs nothing
-but its name, sent every `names_every` ticks so the fleet view knows every node. The shard's firing
-alerts ride along only when they changed. JSON (orjson) with short keys: readable with kcat, and
-~70 bytes per partition-tick plus ~20 per node that moves.
+but its name and GPU indexes, sent every `NAMES_EVERY` ticks so the fleet view knows every node. The
+shard's firing alerts ride along only when they changed. JSON (orjson) with short keys: readable with
+kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
+(tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class PartitionSummary:
     partition: int
     counts: Summary
     nodes: tuple[NodeRow, ...] = ()
-    names: tuple[str, ...] | None = None  # every node of the partition, every few ticks
+    names: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # every node and its GPUs, every few ticks
     alerts: tuple[dict[str, Any], ...] | None = None  # its firing alerts (JSON), when they changed
 
     @property
@@ -63,7 +64,7 @@ class PartitionSummary:
             "n": [row.wire() for row in self.nodes],
         }
         if self.names is not None:
-            doc["names"] = list(self.names)
+            doc["names"] = [[node, list(gpus)] for node, gpus in self.names]
         if self.alerts is not None:
             doc["alerts"] = list(self.alerts)
         return orjson.dumps(doc)
@@ -80,7 +81,11 @@ class PartitionSummary:
                 NodeRow(str(n), int(s), int(f), bool(h), tuple((int(g), int(q)) for g, q in gpus))
                 for n, s, f, h, gpus in doc["n"]
             )
-            names = tuple(str(n) for n in doc["names"]) if "names" in doc else None
+            names = (
+                tuple((str(n), tuple(int(g) for g in gpus)) for n, gpus in doc["names"])
+                if "names" in doc
+                else None
+            )
             alerts = tuple(doc["alerts"]) if "alerts" in doc else None
             return cls(int(doc["p"]), counts, rows, names, alerts)
         except SummaryError:

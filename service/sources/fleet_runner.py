@@ -16,9 +16,11 @@ from collections.abc import Awaitable, Callable
 
 from aiokafka import TopicPartition
 
+from prexid.service.app.service_state import ServiceState
+from prexid.service.app.settings import Settings
 from prexid.service.pipeline.aggregator import Aggregator
 from prexid.service.pipeline.fleet_judge import FleetBoard, FleetJudge
-from prexid.service.pipeline.processor import Output
+from prexid.service.pipeline.processor import Output, Processor
 from prexid.service.sources import summaries
 from prexid.service.sources.aggregator_role import AggregatorRole
 from prexid.service.sources.kafka import KafkaRunner
@@ -28,14 +30,18 @@ RETRY_S = 1.0
 
 
 class FleetRunner(KafkaRunner):
-    board: FleetBoard
     role: AggregatorRole | None = None
+
+    def __init__(
+        self, settings: Settings, state: ServiceState, new_processor: Callable[[], Processor]
+    ) -> None:
+        super().__init__(settings, state, new_processor)
+        self.board = FleetBoard()
+        state.fleet_board = self.board  # the fleet view reads it
 
     def _make_clients(self) -> None:
         super()._make_clients()
         s = self.settings
-        self.board = FleetBoard()
-        self.state.fleet_board = self.board
         config = s.detection.pipeline_config(s.cluster, s.runbook_base_url)
         self.role = AggregatorRole(
             s,
