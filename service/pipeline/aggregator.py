@@ -31,6 +31,7 @@ from prexid.service.pipeline.fleet_summary import PartitionSummary
 from prexid.service.pipeline.pipeline import PipelineConfig
 from prexid.service.schemas import Alert
 
+FORGET_S = 3600.0  # event seconds after which a silent partition is no longer counted missing
 FIRST_HEARD_S = 60.0  # event seconds a first aggregator waits for the partitions it has not heard yet
 
 
@@ -119,6 +120,8 @@ class Aggregator:
                 continue
             counts.append(held)
         self.missing_ticks += len(missing)
+        for p in [p for p, held in self.last.items() if held.tick < tick - FORGET_S]:
+            del self.last[p]  # a partition silent this long has left the cluster (no nodes left in it)
         self.judged_to = tick
         fusion = self.fusion
         verdict = fusion.judge(merge(counts))

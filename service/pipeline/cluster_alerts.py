@@ -35,9 +35,14 @@ class ClusterAlerts:
         """One tick of the cluster vote over `fusion`'s last verdict (`Fusion.apply`); the alerts it
         raises, none unless `raise_alerts` (a partition whose fleet's alert another raises)."""
         self.score = cluster_fused(fusion, self.fire)
-        if not raise_alerts:
-            return []
-        return [self._alert(fusion, t) for t in self.lifecycle.step(np.array([self.score]), tick)]
+        steps = self.lifecycle.step(np.array([self.score]), tick)
+        if not raise_alerts:  # only an alert it raised before (a snapshot from before the fleet vote) ends
+            raised = self.book.active
+            steps = [t for t in steps if not t.firing and self._fingerprint(t) in raised]
+        return [self._alert(fusion, t) for t in steps]
+
+    def _fingerprint(self, tr: Transition) -> str:
+        return self.book.fingerprint("cluster", tr.starts_at)
 
     def _alert(self, fusion: Fusion, tr: Transition) -> Alert:
         """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
@@ -64,7 +69,7 @@ class ClusterAlerts:
             for f in families
         ]
         return self.book.record(
-            self.book.fingerprint("cluster", tr.starts_at),
+            self._fingerprint(tr),
             "cluster",
             node="",
             gpu=None,

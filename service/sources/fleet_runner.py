@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 RETRY_S = 1.0
 
 
+def runner_class(settings: Settings) -> type[KafkaRunner]:
+    """The runner `prexid run` uses: the fleet vote's unless `fleet_vote` is off."""
+    return FleetRunner if settings.fleet_vote else KafkaRunner
+
+
 class FleetRunner(KafkaRunner):
     role: AggregatorRole | None = None
 

@@ -17,6 +17,8 @@ from prexid.service.pipeline.fleet_judge import FleetBoard, FleetJudge
 from prexid.service.pipeline.fleet_summary import PartitionSummary
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 from prexid.service.schemas import Alert
+from prexid.service.state import snapshot
+from tests.unit import wiring
 from tests.unit.stall_traffic import node_of, stall_scrapes
 
 NODES, PARTITIONS, TICKS = 8, 4, 200
@@ -143,3 +145,22 @@ def test_a_partition_gone_silent_mid_stall_is_left_out_counted_and_pages_stay_he
     assert all(j.degraded_ticks >= TICKS - STALL.start - 10 for i, j in enumerate(judges) if i != 3)
     assert aggregator.missing_ticks >= TICKS - STALL.start - 10
     assert [(a.kind, a.status) for a in raised] == [("cluster", "firing"), ("cluster", "resolved")]
+
+
+def test_a_cluster_alert_a_partition_raised_before_the_fleet_vote_still_resolves() -> None:
+    """A shard restored from a snapshot taken when it raised its own cluster alerts: under the fleet
+    vote it raises none, but the one it had firing ends when the stall does (not re-sent for ever)."""
+    before, after = wiring.processor(pipeline=Pipeline()), wiring.processor(pipeline=Pipeline())
+    raised: list[Alert] = []
+    scrapes = list(stall_scrapes(NODES, TICKS, STALL))
+    for scrape in scrapes[:130]:
+        raised += before.pipeline.ingest_samples(scrape, "metrics:0")
+    assert [(a.kind, a.status) for a in raised] == [("cluster", "firing")]
+    snapshot.load(snapshot.dump(before, {}), after)
+    after.pipeline.raises_cluster_alerts = False
+    rest: list[Alert] = []
+    for scrape in scrapes[130:]:
+        rest += after.pipeline.ingest_samples(scrape, "metrics:0")
+    assert [(a.kind, a.status, a.fingerprint) for a in rest] == [
+        ("cluster", "resolved", raised[0].fingerprint)
+    ]
