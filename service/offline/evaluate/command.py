@@ -92,8 +92,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         pngs = write_plots(args.report, data, results, detections)
     title = f"prexid evaluation: {nodes} nodes, {days:g} simulated days, {len(labels)} labelled failures"
     reliability = reliability_table(labels, read_jsonl(args.alerts), nodes)
+    fired = {name: Counter(d.kind or "unknown" for d in found) for name, found in detections.items()}
     (args.report / "report.md").write_text(
-        render(title, rules, summaries, results, causes, pngs, reliability)
+        render(title, rules, summaries, results, causes, pngs, reliability, fired)
     )
     console.print(table(summaries))
     console.print(f"report: {args.report / 'report.md'}")
