@@ -409,7 +409,7 @@ class Telemetry:
             registry=registry,
         )
         self.fleet_summary_bytes = Counter(
-            "prexid_fleet_summary_bytes",
+            "prexid_fleet_published_bytes",
             "Bytes of summaries this replica published (compare with the metric topics' bytes in)",
             registry=registry,
         )
