@@ -3,19 +3,23 @@
 Every node's NFS backlog and TCP retransmits jump at once (`tests/unit/stall_traffic.py`). Judged
 partition by partition, the partitions holding one node page it and the others raise cluster alerts of
 their own. With the fleet vote each shard judges its counts with the other partitions' (the summaries
-topic), no node pages, and the replica elected aggregator raises one cluster alert; killing that
-replica mid-stall moves the role to the survivor, which resolves the same alert.
+topic), no node pages, and the replica elected aggregator raises one cluster alert, which the other
+replica's fleet view shows too; killing the aggregator mid-stall moves the role to the survivor,
+which resolves the same alert.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from typing import Any
 
+import httpx
 import pytest
 
 from prexid.service.offline.sim.wire import adapter_json
 from prexid.service.sources.demo_cluster import Tick
+from tests.integration.kafka_broker import free_ports
 from tests.integration.traffic import (
     ProcessReplica,
     alert_docs,
@@ -55,6 +59,19 @@ def resolved_cluster(records: list[Any]) -> bool:
     return any(d["kind"] == "cluster" and d["status"] == "resolved" for d in alert_docs(records))
 
 
+async def fleet_view(port: int) -> dict[str, Any]:
+    """What a replica's fleet view serves: which view, the heatmap, the alerts (once it has read the
+    last verdict: the aggregator publishes one per batch)."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        out: dict[str, Any] = {}
+        for _ in range(50):
+            out = {k: (await http.get(f"/api/v1/{k}")).json() for k in ("view", "scores", "alerts")}
+            if out["alerts"]:
+                break
+            await asyncio.sleep(0.2)
+        return out
+
+
 def aggregator(replicas: list[ProcessReplica]) -> ProcessReplica | None:
     """The replica whose log last says it took the aggregator role (and has not handed it off)."""
     for r in replicas:
@@ -69,7 +86,11 @@ async def test_a_cluster_wide_stall_over_four_partitions_is_one_cluster_alert_ev
 ) -> None:
     settings = settings_for(kafka_bootstrap, topics, kafka_group)
     stream = ticks()
-    replicas = [await ProcessReplica.start(settings, **LATENESS) for _ in range(2)]
+    fleet_ports = free_ports(2)
+    replicas = [
+        await ProcessReplica.start(settings, **LATENESS, PREXID_FLEET_HTTP_PORT=str(port))
+        for port in fleet_ports
+    ]
     try:
         await eventually(
             lambda: sorted(len(r.owned) for r in replicas) == [2, 2], limit_s=60, what="a 2+2 split"
@@ -81,6 +102,11 @@ async def test_a_cluster_wide_stall_over_four_partitions_is_one_cluster_alert_ev
         victim = aggregator(replicas)
         assert victim is not None
         survivor = next(r for r in replicas if r is not victim)
+        # the other replica's fleet view already shows every partition, and the alert it did not raise
+        view = await fleet_view(fleet_ports[replicas.index(survivor)])
+        assert view["view"]["view"] == "fleet" and view["view"]["partitions"] == [0, 1, 2, 3]
+        assert len(view["scores"]["nodes"]) == NODES
+        assert [(a["kind"], a["status"]) for a in view["alerts"]] == [("cluster", "firing")]
         assert await victim.kill() == -signal.SIGKILL
         await produce(kafka_bootstrap, topics["metrics"], topics["logs"], stream[KILL_AT:], ticks_per_s=10)
         await eventually(lambda: len(survivor.owned) == PARTITIONS, limit_s=40, what="the takeover")
@@ -115,7 +141,10 @@ async def test_judged_partition_by_partition_the_same_stall_pages_nodes_and_aler
         await produce(kafka_bootstrap, topics["metrics"], topics["logs"], ticks(), ticks_per_s=50)
 
         def two_resolved(records: list[Any]) -> bool:
-            return sum(d["kind"] == "cluster" and d["status"] == "resolved" for d in alert_docs(records)) >= 2
+            return (
+                sum(bool(d["kind"] == "cluster" and d["status"] == "resolved") for d in alert_docs(records))
+                >= 2
+            )
 
         docs = alert_docs(await read_until(kafka_bootstrap, topics["alerts"], two_resolved, 90))
     finally:
