@@ -1,4 +1,5 @@
-"""The summaries topic's records: they read back as written, and a foreign one is a clear error."""
+"""The summaries topic's records (they read back as written, a foreign one is a clear error), the
+board's lateness, and the aggregator's watermark over partitions."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import orjson
 import pytest
 
 from prexid.detectors.fleet_vote import Summary
+from prexid.service.pipeline.aggregator import Aggregator
 from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.fleet_summary import NodeRow, PartitionSummary, SummaryError
+from prexid.service.pipeline.pipeline import PipelineConfig
 
 ROW = ((1,) * 12, (0,) * 12)
 
@@ -53,3 +56,30 @@ def test_the_board_leaves_out_partitions_too_far_from_the_tick_and_forgets_silen
     assert len(near) == 1 and missing == [2]  # partition 1 counts, 2 is 300 s behind
     board.observe(record(0, 4700.0))
     assert sorted(board.latest) == [0]  # the others fell silent for over an hour: forgotten
+
+
+def test_the_aggregator_stops_waiting_for_a_partition_past_lateness_and_counts_its_late_summaries() -> None:
+    agg = Aggregator(PipelineConfig(), lateness_s=60.0)
+    judged: list[float] = []
+    offset = 0
+
+    def send(partition: int, tick: float) -> None:
+        nonlocal offset
+        agg.observe(record(partition, tick), offset)
+        offset += 1
+        judged.extend(j.tick for j in agg.advance()[1])
+
+    for k in range(10):  # both partitions in step
+        send(0, 15.0 * k)
+        send(1, 15.0 * k)
+    assert judged == [15.0 * k for k in range(10)]  # every tick, once both partitions reported it
+    before = len(judged)
+    for k in range(10, 14):  # partition 1 falls silent: partition 0's ticks wait within lateness
+        send(0, 15.0 * k)
+    assert len(judged) == before
+    for k in range(14, 20):  # past lateness: judged without it, counted
+        send(0, 15.0 * k)
+    assert judged[-1] > 15.0 * 13 and agg.missing_ticks > 0
+    for k in range(10, 12):  # its summaries for ticks already judged arrive at last
+        send(1, 15.0 * k)
+    assert agg.late == 2
