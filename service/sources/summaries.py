@@ -23,6 +23,7 @@ from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.fleet_summary import PartitionSummary, SummaryError
 from prexid.service.sinks.prometheus import Telemetry
 from prexid.service.sources.kafka_security import client_options
+from prexid.service.state.changelog_store import partition_count
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 600.0  # wall seconds of summaries a starting replica reads back
@@ -40,6 +41,8 @@ async def ensure_topics(settings: Settings) -> None:
             for created, code, *rest in response.topic_errors:
                 if code and code != TopicAlreadyExistsError.errno:
                     raise for_code(code)(f"create topic {created}: {rest[0] if rest else ''}")
+            if (have := await partition_count(admin, name)) != 1:  # one order for all, one aggregator
+                raise RuntimeError(f"topic {name} must have exactly 1 partition, it has {have}")
     finally:
         await admin.close()
 

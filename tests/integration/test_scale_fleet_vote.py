@@ -19,9 +19,10 @@ import pytest
 
 from prexid.service.offline.sim.wire import adapter_json
 from prexid.service.sources.demo_cluster import Tick
-from tests.integration.kafka_broker import free_ports
+from tests.integration.kafka_broker import TopicFactory, free_ports
 from tests.integration.traffic import (
     ProcessReplica,
+    Replica,
     alert_docs,
     eventually,
     produce,
@@ -152,3 +153,13 @@ async def test_judged_partition_by_partition_the_same_stall_pages_nodes_and_aler
             await r.terminate()
     assert len({d["fingerprint"] for d in firing(docs, "cluster")}) == 2  # partitions 0 and 3 (3 nodes each)
     assert sorted(pages(docs)) == [("node", "node-01"), ("node", "node-06")]  # alone in partitions 1, 2
+
+
+async def test_a_summaries_topic_of_more_than_one_partition_is_refused_at_start(
+    kafka_bootstrap: str, topics: dict[str, str], kafka_group: str, kafka_topics: TopicFactory
+) -> None:
+    """Two partitions would split the summaries' one order and elect two aggregators: refused, named."""
+    [summaries] = await kafka_topics("summaries", partitions=2)
+    replica = Replica(settings_for(kafka_bootstrap, topics, kafka_group, summaries_topic=summaries))
+    with pytest.raises(RuntimeError, match=f"topic {summaries} must have exactly 1 partition, it has 2"):
+        await asyncio.wait_for(replica.task, 30)
