@@ -32,6 +32,8 @@ class ServiceState:
         default_factory=weakref.WeakKeyDictionary
     )
     alert_listeners: list[Callable[[list[Alert]], None]] = field(default_factory=list)  # sinks
+    # sinks that re-send firing alerts, told (by fingerprint) which to leave to another replica now
+    alert_forgetters: list[Callable[[list[str]], None]] = field(default_factory=list)
     shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
     admin_token: SecretStr | None = None  # admin endpoints are off without one
     checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint

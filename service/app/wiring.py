@@ -63,6 +63,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
             external_url=settings.dashboard_url(),
         )
         state.alert_listeners.append(sink.submit)
+        state.alert_forgetters.append(sink.forget)
         state.background.append(sink.run)
     processor.listeners = state.alert_listeners
     return state, processor

@@ -57,12 +57,16 @@ class AggregatorRole(ConsumerRebalanceListener):  # type: ignore[misc]
         sink: KafkaSink,
         telemetry: Telemetry,
         listeners: list[Callable[[list[Alert]], None]],
+        forgetters: list[Callable[[list[str]], None]] | None = None,
     ) -> None:
+        """`listeners` take the alerts the role raises (Alertmanager); `forgetters` are told, when the
+        role moves away, which firing alerts the next holder re-sends from now on."""
         self.settings = settings
         self.new_aggregator = new_aggregator
         self.sink = sink
         self.telemetry = telemetry
         self.listeners = listeners
+        self.forgetters = forgetters or []
         self.aggregator: Aggregator | None = None  # set while this replica holds the role
         self.last_verdict: dict[str, object] | None = None
         self.tp = TopicPartition(settings.summaries(), 0)
@@ -123,6 +127,9 @@ class AggregatorRole(ConsumerRebalanceListener):  # type: ignore[misc]
     def _lose_role(self) -> None:
         if self.aggregator is not None:
             log.info("aggregator role handed off")
+            firing = list(self.aggregator.book.active)
+            for forget in self.forgetters:
+                forget(firing)
         self.aggregator = None
         self.telemetry.fleet_aggregator.set(0)
         self.telemetry.fleet_aggregated_tick.set(0)

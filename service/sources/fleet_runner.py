@@ -54,6 +54,7 @@ class FleetRunner(KafkaRunner):
             self.sink,
             self.state.telemetry,
             self.state.alert_listeners,
+            self.state.alert_forgetters,
         )
 
     async def _loop(self) -> None:

@@ -10,13 +10,19 @@ from collections.abc import Callable
 
 import orjson
 from aiokafka.partitioner import murmur2
+from prometheus_client import CollectorRegistry
 
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
 from prexid.service.decode.types import RawSample
 from prexid.service.pipeline.aggregator import Aggregator
 from prexid.service.pipeline.fleet_judge import FleetBoard, FleetJudge
 from prexid.service.pipeline.fleet_summary import PartitionSummary
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 from prexid.service.schemas import Alert
+from prexid.service.sinks.alertmanager import AlertmanagerSink
+from prexid.service.sinks.kafka import KafkaSink
+from prexid.service.sources.aggregator_role import AggregatorRole
 from prexid.service.state import snapshot
 from tests.unit import wiring
 from tests.unit.stall_traffic import node_of, stall_scrapes
@@ -54,17 +60,21 @@ def test_judged_apart_the_stall_pages_nodes_one_by_one() -> None:
 
 
 def run_fleet(
-    on_record: Callable[[PartitionSummary, int], None], silent: tuple[int, float] | None = None
+    on_record: Callable[[PartitionSummary, int], None],
+    silent: tuple[int, float] | None = None,
+    until: float = float("inf"),
 ) -> tuple[list[Alert], list[FleetJudge]]:
     """Four partitions' pipelines with fleet judges on one board; every record goes, one batch late, to
     the board and to `on_record` (the aggregator) with its offset. `silent`: a partition whose records
-    stop arriving from that tick on (its replica died)."""
+    stop arriving from that tick on (its replica died); `until`: the event time the stream stops at."""
     board = FleetBoard()
     pipelines = [Pipeline() for _ in range(PARTITIONS)]
     judges = [FleetJudge(p, i, board, lateness_s=120.0) for i, p in enumerate(pipelines)]
     alerts: list[Alert] = []
     offset = 0
     for scrape in stall_scrapes(NODES, TICKS, STALL):
+        if scrape[0].ts > until:
+            break
         for pipe, mine in zip(pipelines, split(scrape), strict=True):
             alerts += pipe.ingest_samples(mine, "metrics:0")
         for judge in judges:
@@ -164,3 +174,27 @@ def test_a_cluster_alert_a_partition_raised_before_the_fleet_vote_still_resolves
     assert [(a.kind, a.status, a.fingerprint) for a in rest] == [
         ("cluster", "resolved", raised[0].fingerprint)
     ]
+
+
+async def test_a_replica_losing_the_aggregator_role_stops_re_sending_its_cluster_alert() -> None:
+    """Its Alertmanager sink re-sends firing alerts for ever; once the role moved, the new holder
+    re-sends the cluster alert and later resolves it, and re-sends from here would re-open it."""
+    settings = Settings()
+    state = build(settings)[0]
+    sink = AlertmanagerSink(["http://am"], CollectorRegistry())
+    new = lambda: Aggregator(PipelineConfig(), 120.0)  # noqa: E731
+    role = AggregatorRole(settings, new, KafkaSink(settings), state.telemetry, [sink.submit], [sink.forget])
+    agg = Aggregator(PipelineConfig(), lateness_s=120.0)
+    raised: list[Alert] = []
+
+    def feed(record: PartitionSummary, offset: int) -> None:
+        agg.observe(record, offset)
+        raised.extend(agg.advance()[0])
+
+    run_fleet(feed, until=1_796_205_600.0 + 15.0 * 130)
+    sink.submit(raised)
+    assert [a.kind for a, _ in sink.active.values()] == ["cluster"]
+    role.aggregator = agg
+    await role.on_partitions_revoked([role.tp])
+    assert role.aggregator is None and sink.active == {}
+    assert sink.resolved == {}  # forgotten here, not resolved: it still fires, from the next holder
