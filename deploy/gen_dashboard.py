@@ -301,8 +301,40 @@ def reliability_panels() -> list[dict[str, Any]]:
     ]
 
 
+def fleet_panels() -> list[dict[str, Any]]:
+    """The fleet vote across partitions: who aggregates, which partitions' summaries are missing, and
+    what the summaries topic costs beside the metrics it summarises."""
+    return [
+        row("Fleet vote: summaries and the aggregator", 75),
+        panel(
+            "timeseries",
+            "Aggregator role holders (1), partitions left out of a shard's vote (0)",
+            (0, 76, 12, 8),
+            [
+                target("sum(prexid_fleet_aggregator)", "aggregators"),
+                target("max by (instance) (prexid_fleet_partitions_missing)", "missing {{instance}}", "B"),
+                target(f"sum(increase(prexid_fleet_late_summaries_total{RATE}))", "late summaries", "C"),
+            ],
+        ),
+        panel(
+            "timeseries",
+            "Summaries published, bytes per second",
+            (12, 76, 12, 8),
+            [target(f"sum by (instance) (rate(prexid_fleet_published_bytes_total{RATE}))", "{{instance}}")],
+            fieldConfig={"defaults": {"unit": "Bps"}, "overrides": []},
+        ),
+    ]
+
+
 def panels() -> list[dict[str, Any]]:
-    return score_panels() + alert_panels() + lead_time_panels() + health_panels() + reliability_panels()
+    return (
+        score_panels()
+        + alert_panels()
+        + lead_time_panels()
+        + health_panels()
+        + reliability_panels()
+        + fleet_panels()
+    )
 
 
 def dashboard() -> dict[str, Any]:

@@ -166,6 +166,23 @@ HEALTH_RULES = [
         "detection settings or format) and relearns its GPUs from nothing: expect warm-up noise",
     ),
     alert(
+        "PrexidFleetSummariesMissing",
+        "max by (instance) (prexid_fleet_partitions_missing) > 0",
+        "5m",
+        "prexid",
+        "warning",
+        "prexid {{ $labels.instance }} judges without {{ $value }} partition(s)' summaries: for their nodes "
+        "the shared-cause vote is partition-local, so a cluster-wide cause may page node by node",
+    ),
+    alert(
+        "PrexidFleetAggregatorMissing",
+        "sum(prexid_fleet_aggregator) != 1 and sum(prexid_partitions_owned) > 0",
+        "5m",
+        "prexid",
+        "warning",
+        "{{ $value }} prexid replicas hold the aggregator role (one should): cluster alerts are not raised",
+    ),
+    alert(
         "PrexidClockSkew",
         "increase(prexid_future_samples_total[15m]) > 0",
         "0m",

@@ -52,14 +52,20 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         feed = intake.run(processor)
         asyncio.run(serve(state, feed, settings.http_host, settings.http_port, args.duration))
         return 0
-    from prexid.service.sources.kafka import KafkaRunner
+    from prexid.service.sources.fleet_runner import runner_class
 
     state, _ = build(settings)
     if settings.remote_write == "kafka":
         from prexid.service.app.wiring import remote_write_republisher
 
         remote_write_republisher(settings, state)
-    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
+    runner = runner_class(settings)(settings, state, lambda: build(settings, state)[1])
+    if state.fleet_board is not None and settings.fleet_http_port is not None:
+        from prexid.service.http.fleet_view import create_fleet_app
+        from prexid.service.http.server import serve_app
+
+        fleet = create_fleet_app(state, state.fleet_board, settings.fleet_lateness_s)
+        state.background.append(lambda: serve_app(fleet, settings.http_host, settings.fleet_http_port or 0))
     asyncio.run(serve(state, runner.run(), settings.http_host, settings.http_port, args.duration))
     return 0
 

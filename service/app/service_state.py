@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from prexid.service.actions.quarantine import QuarantineAction
 from prexid.service.http.history import ScoreHistory
+from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.series_registry import SeriesBudget
 from prexid.service.schemas import Alert
@@ -32,6 +33,8 @@ class ServiceState:
         default_factory=weakref.WeakKeyDictionary
     )
     alert_listeners: list[Callable[[list[Alert]], None]] = field(default_factory=list)  # sinks
+    # sinks that re-send firing alerts, told (by fingerprint) which to leave to another replica now
+    alert_forgetters: list[Callable[[list[str]], None]] = field(default_factory=list)
     shards: dict[int, Pipeline] = field(default_factory=dict)  # `prexid run`: one per partition index
     admin_token: SecretStr | None = None  # admin endpoints are off without one
     checkpoint: Callable[[], Awaitable[int]] | None = None  # set by feeds that checkpoint
@@ -40,6 +43,7 @@ class ServiceState:
     # pipelines beside the feed's, on another event clock: the demo's for samples received over HTTP
     others: list[Pipeline] = field(default_factory=list)
     quarantine: QuarantineAction | None = None  # the quarantine action, when enabled (/admin/quarantine)
+    fleet_board: FleetBoard | None = None  # `prexid run` with the fleet vote: every partition's summaries
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""

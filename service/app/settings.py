@@ -247,6 +247,37 @@ class Settings(BaseSettings):
         60.0, gt=0, description="wall seconds an Xid waits for a backlogged metric partition before it pages"
     )
 
+    fleet_vote: bool = Field(
+        True,
+        description="`prexid run`: judge the shared-cause and cluster votes over every partition's counts "
+        "(published to `summaries_topic`, one cluster alert raised by an elected aggregator); false: each "
+        "partition judges its own nodes alone",
+    )
+    summaries_topic: str | None = Field(
+        None, description="one-partition topic of per-partition summaries; default <group_id>.summaries"
+    )
+    verdicts_topic: str | None = Field(
+        None,
+        description="one-partition topic of the aggregator's verdicts and state; default <group_id>.verdicts",
+    )
+    fleet_lateness_s: float = Field(
+        120.0,
+        gt=0,
+        description="event seconds a partition's summary may lag a tick and still count in its vote; "
+        "further behind it is left out (counted), as if the partition were judged alone",
+    )
+    fleet_http_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="`prexid run` with fleet_vote: serve the fleet view (every partition's scores and "
+        "alerts, from the summaries topic) on this port too, on http_host; unset: not served",
+    )
+    summary_every_ticks: int = Field(1, ge=1, description="ticks between two summaries of a partition")
+    summaries_retention_ms: int = Field(
+        3_600_000, ge=60_000, description="retention of the summaries and verdicts topics"
+    )
+
     alertmanager_urls: list[str] = Field(default_factory=list, description="Alertmanager base URLs (API v2)")
     alertmanager_resend_s: float = Field(60.0, gt=0, description="re-send interval for active alerts")
 
@@ -290,6 +321,16 @@ class Settings(BaseSettings):
 
     def dashboard_url(self) -> str:
         return self.external_url or f"http://{self.http_host}:{self.http_port}"
+
+    def summaries(self) -> str:
+        return self.summaries_topic or f"{self.group_id}.summaries"
+
+    def verdicts(self) -> str:
+        return self.verdicts_topic or f"{self.group_id}.verdicts"
+
+    def aggregator_group(self) -> str:
+        """The consumer group whose one member holds the aggregator role."""
+        return f"{self.group_id}.aggregator"
 
     def republish_topic(self) -> str:
         return self.remote_write_topic or self.metrics_topics[0]

@@ -65,6 +65,7 @@ def build(settings: Settings, state: ServiceState | None = None) -> tuple[Servic
             external_url=settings.dashboard_url(),
         )
         state.alert_listeners.append(sink.submit)
+        state.alert_forgetters.append(sink.forget)
         state.background.append(sink.run)
     if first and settings.quarantine.enabled:
         action = quarantine_action(settings, state)

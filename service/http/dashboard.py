@@ -4,6 +4,7 @@ drill-down, served as static HTML/JS from the package (no build step, no CDN) ov
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from fastapi import APIRouter, HTTPException, Response
@@ -40,6 +41,16 @@ class Scores(BaseModel):
     tick: str | None
     threshold: float = FIRING_SCORE
     nodes: list[NodeScores]
+
+
+class ViewInfo(BaseModel):
+    """Which view an address serves: this replica's partitions, or the whole fleet's
+    (`fleet_view.py`); the dashboard shows it in its header."""
+
+    view: Literal["replica", "fleet"]
+    partitions: list[int]  # the partitions shown (none: a process that is not `prexid run`)
+    missing: list[int] = []  # fleet: partitions whose summary is more than fleet_lateness_s behind
+    aggregated_tick: str | None = None  # fleet: the aggregator's last judged tick
 
 
 class FamilyHistory(BaseModel):
@@ -91,6 +102,11 @@ def dashboard_router(state: ServiceState, view: ReadView) -> APIRouter:
         """Fused scores (0..1, 0.5 = firing threshold) of every node and GPU at the last tick (at most
         a second older than the newest tick: `read_view.py`)."""
         return Response((await view.current()).scores, media_type="application/json")
+
+    @router.get("/api/v1/view", response_model=ViewInfo)
+    async def view_info() -> ViewInfo:
+        """This replica's own view: the partitions it owns (`fleet_http_port` serves the fleet's)."""
+        return ViewInfo(view="replica", partitions=sorted(state.shards))
 
     @router.get("/api/v1/history/{node}", response_model=EntityHistoryOut)
     async def history(node: str, gpu: int | None = None) -> EntityHistoryOut:

@@ -9,6 +9,7 @@ from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from prexid.service.app.service_state import ServiceState
 from prexid.service.http.api import create_app
@@ -59,3 +60,15 @@ async def serve(
     for task in (feed_task, *helpers):
         if not task.cancelled() and (err := task.exception()) is not None:
             raise err
+
+
+async def serve_app(app: ASGIApp, host: str, port: int) -> None:
+    """Another HTTP server in the same loop (the fleet view), until cancelled."""
+    server = _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        server.should_exit = True
+        await task
+        raise

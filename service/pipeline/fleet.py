@@ -7,8 +7,8 @@ cluster alert per partition. Here every pipeline scores up to a tick and counts 
 once, and every pipeline fuses under that verdict (`Pipeline.conclude_tick`). Only the first partition's
 pipeline raises the cluster alert; all of them hold their node pages for a fleet-wide shared cause.
 
-In process for now (`prexid replay --partitions N`); across replicas the same summaries and verdict
-would ride a Kafka topic, with one elected aggregator.
+In process, for `prexid replay --partitions N`; `prexid run` does it across replicas with the same
+counts on a Kafka topic (`fleet_judge`, `aggregator`, `sources/fleet_runner`).
 """
 
 from __future__ import annotations

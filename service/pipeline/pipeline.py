@@ -8,7 +8,6 @@ tick the fusion layer is evaluated and the alert lifecycle advanced, however lar
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,6 @@ from numpy.typing import NDArray
 from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
-from prexid.detectors.cluster import cluster_families, cluster_fused
 from prexid.detectors.fail_slow import is_work_rate
 from prexid.detectors.fleet_vote import Summary, Verdict
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
@@ -30,6 +28,7 @@ from prexid.detectors.signals import Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
+from prexid.service.pipeline.cluster_alerts import ClusterAlerts
 from prexid.service.pipeline.ledger import Ledger
 from prexid.service.pipeline.series_registry import NO_FAMILY, Entity, SeriesBudget, SeriesRegistry
 from prexid.service.pipeline.xid_alerts import XidAlerts
@@ -78,9 +77,6 @@ class Pipeline:
         self.peer_groups = PeerGroups()
         self.fusion = Fusion(self.config.fusion)
         self.lifecycle = Lifecycle(self.config.lifecycle)
-        self.cluster_lifecycle = Lifecycle(
-            dataclasses.replace(self.config.lifecycle, persist_ticks=self.config.cluster_persist_ticks)
-        )
         self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
         limits = self.config.budget
         self.budget = None if limits is None else AlertBudget(limits, self.config.lifecycle.fire)
@@ -90,11 +86,15 @@ class Pipeline:
         self.buffer = ReorderBuffer()
         self.next_tick = -np.inf
         self.alert_book = AlertBook(self.config.cluster, self.config.runbook_base_url)
+        self.cluster_alerts = ClusterAlerts(
+            self.alert_book, self.config.lifecycle, self.config.cluster_persist_ticks
+        )
         self.fused_scores = np.zeros(0)
-        self.cluster_score = 0.0
-        self._cluster_families: list[Family] = []
-        # one partition of several raises the fleet's cluster alert; the others' votes are the same one
+        # one partition of several raises the fleet's cluster alert (or the fleet's aggregator does)
         self.raises_cluster_alerts = True
+        # the verdict each tick's counts are judged to: None, this pipeline's own (`Fusion.judge`); or
+        # the fleet's, its counts merged with the other partitions' (`fleet_judge.FleetJudge`)
+        self.judge: Callable[[Summary], Verdict] | None = None
         self._released = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # by `release`
         self._start, self._released_to = 0, -np.inf  # first not yet scored; event time released to
         self.samples_seen = 0
@@ -160,13 +160,15 @@ class Pipeline:
 
         `drain` (end of a replay) releases everything buffered, as if no more samples could come.
         `prexid.service.pipeline.fleet` steps several partitions' pipelines through the same phases
-        under one fleet-wide verdict instead.
+        under one fleet-wide verdict instead; under `prexid run` `judge` merges the other partitions'
+        published counts.
         """
         self.release(drain)
         alerts: list[Alert] = []
+        judge = self.judge or self.fusion.judge
         while self.due() is not None:
             scored, summary = self.summarise_tick()
-            alerts += scored + self.conclude_tick(self.fusion.judge(summary))
+            alerts += scored + self.conclude_tick(judge(summary))
         alerts += self.settle()
         self.ledger.observe(alerts)
         return alerts
@@ -346,10 +348,7 @@ class Pipeline:
                 else self.rate_limit.allow_resolve(t.entity)
             )
         ]
-        cluster = np.array([cluster_fused(self.fusion, self.config.lifecycle.fire)])
-        self.cluster_score = float(cluster[0])
-        if self.raises_cluster_alerts:
-            alerts += [self._cluster_alert(t) for t in self.cluster_lifecycle.step(cluster, tick)]
+        alerts += self.cluster_alerts.step(self.fusion, tick, self.raises_cluster_alerts)
         for node in self.xid_alerts.back:  # silent while its Xid fired, and reporting again: rebooted
             self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)
@@ -359,42 +358,6 @@ class Pipeline:
         reg = self.registry
         entities = np.unique(reg.entity_of[ids])
         return {reg.entities[e].node for e in entities.tolist() if reg.parent_of[e] < 0}
-
-    def _cluster_alert(self, tr: Transition) -> Alert:
-        """One alert for a cause shared by many nodes; their own pages are suppressed meanwhile."""
-        families = cluster_families(self.fusion)
-        if tr.firing:
-            self._cluster_families = families
-        families = families or self._cluster_families
-        names = ", ".join(f.label for f in families)
-        share = max((float(self.fusion.common_share[f]) for f in families), default=0.0)
-        summary = (
-            f"{names} anomalous on {share:.0%} of the cluster at once: one shared cause, node pages held back"
-            if tr.firing
-            else f"cluster-wide {names} anomaly is over"
-        )
-        signals = [
-            Signal(
-                family=f.label,
-                metric="share_of_entities",
-                labels={},
-                value=round(float(self.fusion.common_share[f]), 3),
-                baseline=None,
-                surprise=0.0,
-            )
-            for f in families
-        ]
-        return self.alert_book.record(
-            self.alert_book.fingerprint("cluster", tr.starts_at),
-            "cluster",
-            node="",
-            gpu=None,
-            starts_at=tr.starts_at,
-            ended_at=None if tr.firing else tr.at,
-            score=self._score01(tr.fused),
-            signals=signals,
-            summary=summary,
-        )
 
     def _transition_alert(self, tr: Transition) -> Alert:
         ent = self.registry.entities[tr.entity]
@@ -457,7 +420,7 @@ class Pipeline:
             **self.watermarks.snapshot_meta(),
             **self.alert_book.snapshot_meta(),
             "samples_seen": self.samples_seen,
-            "cluster_families": [int(f) for f in self._cluster_families],
+            **self.cluster_alerts.snapshot_meta(),
             **self.peer_groups.snapshot_meta(),
             "rate_limit": self.rate_limit.snapshot_meta(),
             **self.xid_alerts.snapshot_meta(),
@@ -467,7 +430,7 @@ class Pipeline:
             "reg": self.registry.snapshot_arrays(),
             "fusion": self.fusion.snapshot_arrays(),
             "lifecycle": self.lifecycle.snapshot_arrays(),
-            "cluster": self.cluster_lifecycle.snapshot_arrays(),
+            "cluster": self.cluster_alerts.snapshot_arrays(),
             "buffer": self.buffer.snapshot_arrays(),
             "xidfield": self.xid_field.snapshot_arrays(),
             **({} if self.budget is None else {"budget": self.budget.snapshot_arrays()}),
@@ -476,7 +439,7 @@ class Pipeline:
         arrays |= {  # scalars that may be infinite travel here, not in JSON
             "fused_scores": self.fused_scores,
             "next_tick": np.array([self.next_tick]),
-            "cluster_score": np.array([self.cluster_score]),
+            "cluster_score": np.array([self.cluster_alerts.score]),
         }
         return meta, arrays
 
@@ -494,18 +457,17 @@ class Pipeline:
         self.bank.restore(bank)
         self.fusion.restore_arrays(part("fusion"))
         self.lifecycle.restore_arrays(part("lifecycle"))
-        self.cluster_lifecycle.restore_arrays(part("cluster"))
+        self.cluster_alerts.restore(meta, part("cluster"))
         self.buffer.restore_arrays(part("buffer"))
         self.xid_field.restore_arrays(part("xidfield"))
         if self.budget is not None:
             self.budget.restore_arrays(part("budget"))
         self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
         self.next_tick = float(arrays["next_tick"][0])
-        self.cluster_score = float(arrays["cluster_score"][0])
+        self.cluster_alerts.score = float(arrays["cluster_score"][0])
         self.watermarks.restore_meta(meta)
         self.alert_book.restore_meta(meta)
         self.samples_seen = int(meta["samples_seen"])
-        self._cluster_families = [Family(f) for f in meta["cluster_families"]]
         self.peer_groups.restore_meta(meta)
         self.rate_limit.restore_meta(meta["rate_limit"])
         self.xid_alerts.restore_meta(meta)

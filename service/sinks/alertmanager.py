@@ -135,6 +135,13 @@ class AlertmanagerSink:
                 t.next_try = min(t.next_try, now) if t.failures == 0 else t.next_try
             self.wake.set()
 
+    def forget(self, fingerprints: list[str]) -> None:
+        """Stop re-sending these firing alerts, without resolving them: another replica raises them now
+        (the aggregator role moved) and re-sends them itself; re-sends from here would re-open them in
+        Alertmanager after that replica resolved them."""
+        for fp in fingerprints:
+            self.active.pop(fp, None)
+
     def _generator(self, alert: Alert) -> dict[str, object]:
         return {"generatorURL": generator_url(alert, self.external_url)} if self.external_url else {}
 

@@ -126,7 +126,7 @@ class FusedScoreCollector(PipelinesCollector):
         )
         by_cluster: dict[str, float] = {}
         for p in pipelines:
-            score = float(score01(np.array([p.cluster_score]), p.config.lifecycle.fire)[0])
+            score = float(score01(np.array([p.cluster_alerts.score]), p.config.lifecycle.fire)[0])
             by_cluster[p.config.cluster] = max(score, by_cluster.get(p.config.cluster, 0.0))
         for name, score in sorted(by_cluster.items()):
             cluster.add_metric([name], score)
@@ -401,6 +401,45 @@ class Telemetry:
             buckets=STATE_BUCKETS,
             registry=registry,
         )
+        # the fleet vote (`prexid run` with fleet_vote): the summaries topic and the elected aggregator
+        self.fleet_summaries = Counter(
+            "prexid_fleet_summaries",
+            "Records of the summaries topic: published by this replica's shards, read, or unreadable",
+            ["outcome"],
+            registry=registry,
+        )
+        self.fleet_summary_bytes = Counter(
+            "prexid_fleet_published_bytes",
+            "Bytes of summaries this replica published (compare with the metric topics' bytes in)",
+            registry=registry,
+        )
+        self.fleet_degraded_ticks = Counter(
+            "prexid_fleet_degraded_ticks",
+            "Shard ticks judged with some partition's summary missing or too late (left out of the vote)",
+            registry=registry,
+        )
+        self.fleet_partitions_missing = Gauge(
+            "prexid_fleet_partitions_missing",
+            "Partitions this replica's shards left out of their last tick's vote (most of any shard)",
+            registry=registry,
+        )
+        self.fleet_late_summaries = Counter(
+            "prexid_fleet_late_summaries",
+            "Summaries the aggregator read for ticks it had already judged",
+            registry=registry,
+        )
+        self.fleet_aggregator = Gauge(
+            "prexid_fleet_aggregator",
+            "1 while this replica holds the aggregator role (exactly one replica should)",
+            registry=registry,
+        )
+        self.fleet_aggregated_tick = Gauge(
+            "prexid_fleet_aggregated_tick_timestamp_seconds",
+            "Event time of the last tick the aggregator judged (0: not the aggregator, or none yet)",
+            registry=registry,
+        )
+        for outcome in ("published", "read", "unreadable"):
+            self.fleet_summaries.labels(outcome)
         for outcome in ("ok", "failed"):
             self.checkpoints.labels(outcome)
         for how in ("snapshot", "no_snapshot", "refused"):

@@ -200,7 +200,7 @@ class ChangelogStore:
             for name, code, *rest in response.topic_errors:
                 if code and code != TopicAlreadyExistsError.errno:
                     raise for_code(code)(f"create state topic {name}: {rest[0] if rest else ''}")
-            have = await _partition_count(admin, self.topic)
+            have = await partition_count(admin, self.topic)
             if have < partitions:
                 raise RuntimeError(f"state topic {self.topic} has {have} partitions; need {partitions}")
         finally:
@@ -217,7 +217,7 @@ async def _read(consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, end:
     return records
 
 
-async def _partition_count(admin: Any, topic: str, wait_s: float = 15.0) -> int:
+async def partition_count(admin: Any, topic: str, wait_s: float = 15.0) -> int:
     """Partitions of `topic`, waiting out the moment a just-created topic has no metadata yet."""
     deadline = asyncio.get_running_loop().time() + wait_s
     while True:

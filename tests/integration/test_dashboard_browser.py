@@ -151,12 +151,19 @@ def in_own_loop(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @pytest.fixture(scope="module")
-def run_server(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def run_server(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The replica's own address, and its fleet view's."""
     topics = in_own_loop(create_service_topics(kafka_bootstrap, 2))
     settings = settings_for(kafka_bootstrap, topics, f"dash-{uuid.uuid4().hex[:8]}")
     in_own_loop(produce(kafka_bootstrap, topics["metrics"], topics["logs"], simulate(RUN_CLUSTER)))
-    [port] = free_ports(1)
-    env = {**os.environ, **env_for(settings), "PREXID_HTTP_PORT": str(port), "PREXID_HTTP_HOST": "127.0.0.1"}
+    port, fleet_port = free_ports(2)
+    env = {
+        **os.environ,
+        **env_for(settings),
+        "PREXID_HTTP_PORT": str(port),
+        "PREXID_HTTP_HOST": "127.0.0.1",
+        "PREXID_FLEET_HTTP_PORT": str(fleet_port),
+    }
     log_path = tmp_path_factory.mktemp("run") / "prexid.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -165,15 +172,16 @@ def run_server(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_xid(base, proc, log_path)
-        yield base
+        yield base, f"http://127.0.0.1:{fleet_port}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
 def test_under_prexid_run_the_drill_down_has_history_evidence_and_labelled_axes(
-    run_server: str, page: Page
+    run_server: tuple[str, str], page: Page
 ) -> None:
+    run_server, _ = run_server
     node, gpu = RUN_CLUSTER.host(1), 2
     history = httpx.get(f"{run_server}/api/v1/history/{node}", params={"gpu": gpu})
     assert history.status_code == 200, history.text  # was 404 for every entity under `prexid run`
@@ -193,3 +201,21 @@ def test_under_prexid_run_the_drill_down_has_history_evidence_and_labelled_axes(
     assert "-log10 p" in spark_axes
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-run.png"), full_page=True)
+
+
+def test_the_header_says_which_view_a_page_shows_and_the_fleet_view_draws_every_node(
+    run_server: tuple[str, str], page: Page
+) -> None:
+    own, fleet = run_server
+    page.goto(own + "/")
+    page.wait_for_function("document.getElementById('view').textContent.length > 0", timeout=20_000)
+    assert page.text_content("#view") == "replica-local view: partitions 0, 1"
+    page.goto(fleet + "/")
+    page.wait_for_function(
+        "document.getElementById('view').textContent.startsWith('fleet view')", timeout=20_000
+    )
+    assert page.text_content("#view") == "fleet view: 2 partitions"
+    rows = page.eval_on_selector_all("#heatmap th[scope=row]", "ths => ths.map(t => t.textContent)")
+    assert rows == [RUN_CLUSTER.host(n) for n in range(RUN_CLUSTER.nodes)]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-fleet.png"), full_page=True)

@@ -70,7 +70,10 @@ def test_prexid_listens_on_all_interfaces_inside_its_container_on_the_published_
     compose: dict[str, Any], settings: Settings
 ) -> None:
     assert settings.http_host == "0.0.0.0"
-    assert {target for _, _, target in ports(compose["prexid"])} == {settings.http_port}
+    assert {target for _, _, target in ports(compose["prexid"])} == {
+        settings.http_port,
+        settings.fleet_http_port,
+    }
     assert {ip for s in compose.values() for ip, _, _ in ports(s)} == {"127.0.0.1"}
 
 

@@ -199,7 +199,7 @@ def test_the_chart_renders_every_part_the_service_needs(helm: Path) -> None:
     assert kinds == {
         "ConfigMap": 2,  # settings and the Grafana dashboard
         "Deployment": 1,
-        "Service": 1,
+        "Service": 2,  # a replica's own view, and the fleet view
         "ServiceAccount": 1,
         "PodDisruptionBudget": 1,
         "ServiceMonitor": 1,
@@ -232,13 +232,18 @@ def test_settings_built_from_the_configmap_listen_where_probes_service_and_monit
     (deploy,) = default["Deployment"]
     pod = deploy["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["ports"] == [{"name": "http", "containerPort": settings.http_port, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": settings.http_port, "protocol": "TCP"},
+        {"name": "fleet", "containerPort": settings.fleet_http_port, "protocol": "TCP"},
+    ]
+    assert settings.fleet_vote and settings.fleet_http_port != settings.http_port
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["resources"]["requests"] and container["resources"]["limits"]
     assert pod["securityContext"]["runAsNonRoot"] is True
-    (service,) = default["Service"]
+    service, fleet = sorted(default["Service"], key=lambda svc: svc["metadata"]["name"])
     assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert fleet["metadata"]["name"].endswith("-fleet") and fleet["spec"]["ports"][0]["targetPort"] == "fleet"
     (monitor,) = default["ServiceMonitor"]
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
     assert {"targetLabel": "job", "replacement": "prexid", "action": "replace"} in monitor["spec"][
@@ -261,12 +266,13 @@ def test_selectors_of_service_monitor_and_pdb_match_the_pods(
     pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
     assert deploy["spec"]["replicas"] == 3
     assert deploy["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    (service,) = default["Service"]
-    assert service["spec"]["selector"].items() <= pod_labels.items()
+    for service in default["Service"]:
+        assert service["spec"]["selector"].items() <= pod_labels.items()
     (pdb,) = default["PodDisruptionBudget"]
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     (monitor,) = default["ServiceMonitor"]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    own = next(svc for svc in default["Service"] if not svc["metadata"]["name"].endswith("-fleet"))
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= own["metadata"]["labels"].items()
 
 
 def test_the_prometheus_rule_is_the_plain_rules_file_with_the_configured_runbook_base(helm: Path) -> None:
@@ -304,3 +310,12 @@ def test_values_schema_rejects_bad_values(helm: Path, bad: str) -> None:
         [str(helm), "template", "r", str(CHART), "--set", bad], capture_output=True, text=True
     )
     assert run.returncode != 0 and "schema" in run.stderr
+
+
+def test_the_fleet_view_is_served_and_exposed_only_with_its_port(helm: Path) -> None:
+    docs = by_kind(render(helm, "http.fleetPort=null"))
+    assert [s["metadata"]["name"] for s in docs["Service"]] == ["r-prexid"]
+    env = next(c for c in docs["ConfigMap"] if c["metadata"]["name"].endswith("-env"))
+    assert settings_from(env).fleet_http_port is None
+    (deploy,) = docs["Deployment"]
+    assert [p["name"] for p in deploy["spec"]["template"]["spec"]["containers"][0]["ports"]] == ["http"]

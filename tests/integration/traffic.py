@@ -20,6 +20,7 @@ from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.pipeline.series_registry import node_of
 from prexid.service.sources.demo_cluster import Tick
+from prexid.service.sources.fleet_runner import runner_class
 from prexid.service.sources.kafka import KafkaRunner
 from tests.integration.kafka_broker import create_topics
 
@@ -143,8 +144,10 @@ async def eventually(check: Callable[[], bool], limit_s: float = 30.0, what: str
 class Replica:
     """An in-process `prexid run` replica (its own state, same code path as the CLI)."""
 
-    def __init__(self, settings: Settings, runner_cls: type[KafkaRunner] = KafkaRunner) -> None:
+    def __init__(self, settings: Settings, runner_cls: type[KafkaRunner] | None = None) -> None:
+        """`runner_cls`: default the one `prexid run` would use for `settings`."""
         self.state, _ = build(settings)
+        runner_cls = runner_class(settings) if runner_cls is None else runner_cls
         self.runner = runner_cls(settings, self.state, lambda: build(settings, self.state)[1])
         self.task = asyncio.create_task(self.runner.run())
 

@@ -178,13 +178,28 @@ function selectionFromHash() {
   return { node: params.get("node"), gpu: params.has("gpu") ? Number(params.get("gpu")) : null };
 }
 
+function renderView(view) {
+  // Which slice of the fleet this address shows: a replica's own partitions, or all of them.
+  const parts = view.partitions.join(", ");
+  let text = view.view === "fleet"
+    ? `fleet view: ${view.partitions.length} partitions`
+    : view.partitions.length ? `replica-local view: partitions ${parts}` : "replica-local view";
+  if (view.missing && view.missing.length) text += ` (behind: ${view.missing.join(", ")})`;
+  const span = document.getElementById("view");
+  span.textContent = text;
+  span.dataset.view = view.view;
+}
+
 async function refresh() {
   const status = document.getElementById("status");
   try {
-    const [scores, alerts] = await Promise.all([getJSON("/api/v1/scores"), getJSON("/api/v1/alerts")]);
+    const [scores, alerts, view] = await Promise.all([
+      getJSON("/api/v1/scores"), getJSON("/api/v1/alerts"), getJSON("/api/v1/view"),
+    ]);
     renderHeatmap(scores);
     renderAlerts(alerts);
-    await refreshDetail();
+    renderView(view);
+    if (view.view !== "fleet") await refreshDetail();  // drill-down lives in the owning replica
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.loaded = "true";
   } catch (err) {

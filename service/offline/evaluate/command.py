@@ -92,6 +92,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         pngs = write_plots(args.report, data, results, detections)
     title = f"prexid evaluation: {nodes} nodes, {days:g} simulated days, {len(labels)} labelled failures"
     reliability = reliability_table(labels, read_jsonl(args.alerts), nodes)
+    fired = {name: Counter(d.kind or "unknown" for d in found) for name, found in detections.items()}
     (args.report / "report.md").write_text(
         render(
             title,
@@ -101,7 +102,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             causes,
             pngs,
             reliability,
-            anchors.render(results, days, nodes * gpus),
+            fired=fired,
+            anchors=anchors.render(results, days, nodes * gpus),
         )
     )
     console.print(table(summaries))

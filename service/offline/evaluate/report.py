@@ -93,8 +93,11 @@ def render(
     causes: dict[str, Counter[str]],
     plots: list[str],
     reliability: str = "",
+    fired: dict[str, Counter[str]] | None = None,
     anchors: str = "",
 ) -> str:
+    """`fired`: firing alerts by kind, per system (the cluster events beside the others: `prexid
+    replay --partitions N` must match N=1 on them)."""
     parts = [
         f"# {title}",
         TARGETS,
@@ -107,6 +110,7 @@ def render(
         causes_table(causes),
         "## False alerts by alert kind",
         causes_table({n: Counter(d.kind or "unknown" for d in r.false_alerts) for n, r in results.items()}),
+        *(["## Firing alerts by kind (`cluster`: cluster events)", causes_table(fired)] if fired else []),
         *(
             ["## Node reliability: failures per node, as labelled and as the ledger booked them", reliability]
             if reliability
