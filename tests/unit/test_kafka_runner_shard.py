@@ -170,6 +170,37 @@ class Published:
         return None
 
 
+class CaughtUpCommitting(CaughtUpConsumer):
+    def __init__(self, assigned: set[TopicPartition]) -> None:
+        super().__init__(assigned)
+        self.committed: list[dict[TopicPartition, object]] = []
+
+    async def commit(self, offsets: dict[TopicPartition, object]) -> None:
+        self.committed.append(offsets)
+
+
+async def test_a_shard_whose_batch_was_cut_short_is_not_checkpointed_until_a_batch_is_published() -> None:
+    """The revoke callback waiting for the lock runs right after the cancelled batch. Its snapshot
+    would hold a state that has seen the batch with offsets before it: the next owner, replaying the
+    batch, would take its alerts for sent ones and publish none (the real-broker rolling-deploy test)."""
+    state, _ = build(Settings())
+    runner = KafkaRunner(Settings(), state, build_processor)
+    runner.shards[1] = Shard(build_processor(), {TP: 3})
+    runner.consumer = consumer = CaughtUpCommitting({TP})  # type: ignore[assignment]
+    runner.store = store = Store()  # type: ignore[assignment]
+    store.down = False
+    runner.sink = CancelledSink()  # type: ignore[assignment]
+    with pytest.raises(asyncio.CancelledError):
+        await runner._handle({TP: records(3, 9)})
+    await runner.checkpoint([1])
+    assert store.saved == [] and consumer.committed == []
+    runner.sink = Published()  # type: ignore[assignment]
+    await runner._handle({TP: records(10, 12)})
+    await runner.checkpoint([1])
+    assert store.saved == [1]
+    assert [{tp: o.offset for tp, o in c.items()} for c in consumer.committed] == [{TP: 13}]  # type: ignore[attr-defined]
+
+
 class FlakyStore:
     """A changelog store whose load fails for some partitions the way a forged record made it fail."""
 
