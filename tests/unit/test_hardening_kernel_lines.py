@@ -220,6 +220,20 @@ def test_a_unicode_line_separator_inside_a_json_string_splits_nothing(separator:
     assert isinstance(ev, XidEvent) and ev.code == 79 and ev.process == f"py{separator}th"
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_a_unicode_line_separator_splits_no_line_of_a_multi_line_message(separator: str) -> None:
+    """A one-line message is read whole without any split; one of several lines is split, on `\n` only."""
+    named = XID.replace("name=python3", f"name=py{separator}th")
+    records = [
+        orjson.dumps({"_TRANSPORT": "kernel", "MESSAGE": m}) for m in (named, XID.replace("79,", "48,"))
+    ]
+    syslog = f"{SYSLOG_XID.replace('name=python3', f'name=my{separator} x')}\n{SYSLOG_XID}"
+    for payload, fmt in ((b"\n".join(records), "journald"), (syslog.encode(), "auto")):
+        out = _process(payload, fmt)
+        assert out.dead_letters == []
+        assert [e.code for e in out.events if isinstance(e, XidEvent)] in ([79, 48], [79, 79])
+
+
 def test_a_line_separator_in_a_process_name_cannot_hide_its_xid() -> None:
     out = _process(SYSLOG_XID.replace("name=python3", "name=my\u0085 x").encode())
     assert out.dead_letters == []
