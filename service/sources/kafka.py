@@ -158,8 +158,7 @@ class KafkaRunner:
                 )
                 async with self.lock:
                     self.in_batch = True
-                    if batch:
-                        await self._handle(batch)
+                    await self._handle(batch)  # an empty poll still lets held Xids go (`_handle`)
                     self.in_batch = False
                     if time.monotonic() - self.last_checkpoint >= s.checkpoint_interval_s:
                         await self._periodic_checkpoint()
@@ -216,7 +215,7 @@ class KafkaRunner:
                     metrics.append(to_run(tp, records))
                 else:
                     logs.extend(map(to_message, records))
-            if not read:
+            if not read and not shard.processor.held_xids:  # Xids held past their wall-time bound page
                 continue
             backlogged = await self._backlogged_metric_sources(index)
             shard.unpublished = True
