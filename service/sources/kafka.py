@@ -68,6 +68,9 @@ class Shard:
 
     processor: Processor
     offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    # Processed records whose alerts are not published yet: the processor's state is ahead of
+    # `offsets`, and a snapshot of it would make the next owner replay them as already alerted.
+    unpublished: bool = False
 
     def unseen(self, tp: TopicPartition, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         """Records past what this shard has already processed.
@@ -155,8 +158,7 @@ class KafkaRunner:
                 )
                 async with self.lock:
                     self.in_batch = True
-                    if batch:
-                        await self._handle(batch)
+                    await self._handle(batch)  # an empty poll still lets held Xids go (`_handle`)
                     self.in_batch = False
                     if time.monotonic() - self.last_checkpoint >= s.checkpoint_interval_s:
                         await self._periodic_checkpoint()
@@ -191,9 +193,11 @@ class KafkaRunner:
         return next(iter(counts.values()))
 
     async def _handle(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        """Process a batch, publish what it caused, and only then advance the shards' offsets: a batch
-        cut short while publishing (SIGTERM in a rolling deploy) leaves offsets a checkpoint may commit
-        only as far as what was published."""
+        """Process a batch, publish what it caused, and only then advance the shards' offsets. A batch
+        cut short (SIGTERM in a rolling deploy cancels it while publishing) leaves its shards
+        `unpublished`, and no checkpoint writes those: a revoke callback waiting for the lock would
+        commit past unsent alerts, or snapshot a state that has seen them, which the next owner
+        replaying the batch would take for alerts already sent."""
         self._refetch_unowned(batch)
         self._check_key_placement(batch)
         out = Output()
@@ -211,9 +215,10 @@ class KafkaRunner:
                     metrics.append(to_run(tp, records))
                 else:
                     logs.extend(map(to_message, records))
-            if not read:
+            if not read and not shard.processor.held_xids:  # Xids held past their wall-time bound page
                 continue
             backlogged = await self._backlogged_metric_sources(index)
+            shard.unpublished = True
             with self.state.telemetry.batch_seconds.time():
                 part = shard.processor.process_isolating(metrics, logs, backlogged, now=time.monotonic())
             done.append((shard, {tp: records[-1].offset + 1 for tp, records in read.items()}))
@@ -222,6 +227,7 @@ class KafkaRunner:
         await self._publish(out)
         for shard, offsets in done:
             shard.offsets |= offsets
+            shard.unpublished = False
 
     def _check_key_placement(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Count (and log) keys that one topic places on another partition index than another topic
@@ -295,6 +301,9 @@ class KafkaRunner:
             with t.checkpoint_seconds.time():
                 for index in indexes:
                     shard = self.shards[index]
+                    if shard.unpublished:  # a batch cut short: the next owner replays it from the last one
+                        log.warning("partition %d not checkpointed: its last batch was not published", index)
+                        continue
                     stored = {source(tp): off for tp, off in shard.offsets.items()}
                     await self.store.save(index, snapshot.frames(shard.processor, stored))
                     offsets |= {tp: OffsetAndMetadata(off, "") for tp, off in shard.offsets.items()}

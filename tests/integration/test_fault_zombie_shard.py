@@ -27,6 +27,7 @@ from tests.integration.traffic import (
     read_all,
     read_until,
     settings_for,
+    stop_all,
 )
 
 PARTITIONS = 4
@@ -98,9 +99,7 @@ async def test_a_replica_whose_revoke_checkpoint_fails_writes_no_snapshot_of_par
         await asyncio.sleep(4 * settings.checkpoint_interval_s)  # time for a zombie to write, if any
         assert set(runner_b.shards) == lost and not lost & set(runner_a.shards)  # no further rebalance
     finally:
-        for replica in (a, b):
-            if replica is not None:
-                await replica.stop()
+        await stop_all(a, b)
 
     assert _firing(records) == EXPECTED  # every alert arrived, and nothing an undisturbed run would not say
     snapshots = await read_all(kafka_bootstrap, topics["state"], PARTITIONS)

@@ -160,9 +160,30 @@ class Replica:
         return self.runner
 
     async def stop(self) -> None:
-        """A clean stop: the final checkpoint is written and the group is left."""
+        """A clean stop: the final checkpoint is written and the group is left. A replica that has
+        not stopped within 30 s fails the test, and is cancelled; one that ignores the cancellation
+        too is left behind (`asyncio.wait_for` would wait for it for ever, hanging the run)."""
         self.runner.stop()
-        await asyncio.wait_for(self.task, 30)
+        done, _ = await asyncio.wait({self.task}, timeout=30)
+        if not done:
+            self.task.cancel()
+            await asyncio.wait({self.task}, timeout=10)
+            raise TimeoutError("the replica did not stop within 30 s")
+        self.task.result()
+
+
+async def stop_all(*replicas: Replica | None) -> None:
+    """Stop every replica, even after one fails to: a replica left running into the fixtures'
+    teardown keeps the test session from ending."""
+    errors = []
+    for replica in replicas:
+        if replica is not None and not replica.task.done():
+            try:
+                await replica.stop()
+            except Exception as err:  # each replica gets its stop
+                errors.append(err)
+    if errors:
+        raise errors[0]
 
 
 @contextlib.asynccontextmanager

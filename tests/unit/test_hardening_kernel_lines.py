@@ -47,6 +47,8 @@ ADVERSARIAL_UNITS = [
     "0000:3b:00:",
 ]
 LINE_CHARS = 256 * 1024
+# Costs are CPU time of this process (`time.process_time`), not wall time: other processes sharing the
+# machine (CI runners, parallel jobs) stretch wall time by whatever they take, not the work measured.
 MAX_LINE_CHARS = 16_384  # what kernel_events searches of a message
 
 
@@ -86,17 +88,17 @@ def test_a_long_adversarial_line_costs_little_per_byte(unit: str, filler: str, f
     piece = unit + filler
     message = piece * (LINE_CHARS // len(piece) + 1)
     payload = _envelope(fmt, message[:LINE_CHARS])
-    start = time.perf_counter()
+    start = time.process_time()
     _decode_and_extract(fmt, payload)
-    assert time.perf_counter() - start < 0.1
+    assert time.process_time() - start < 0.1
 
 
 def _best_of(runs: int, call: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         call()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
@@ -114,9 +116,9 @@ def test_matching_cost_grows_linearly_with_the_line(unit: str) -> None:
 def test_an_xid_past_the_searched_length_of_a_huge_line_costs_no_time() -> None:
     """Only the first 16 KiB of a message are searched (a kernel record is at most 1 KiB)."""
     line = _line(XID + " " + "x" * 2_000_000 + XID)
-    start = time.perf_counter()
+    start = time.process_time()
     events = extract_events([line])
-    assert time.perf_counter() - start < 0.05
+    assert time.process_time() - start < 0.05
     assert [e.code for e in events if isinstance(e, XidEvent)] == [79]
 
 
@@ -218,6 +220,20 @@ def test_a_unicode_line_separator_inside_a_json_string_splits_nothing(separator:
     assert out.dead_letters == []
     [ev] = out.events
     assert isinstance(ev, XidEvent) and ev.code == 79 and ev.process == f"py{separator}th"
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_a_unicode_line_separator_splits_no_line_of_a_multi_line_message(separator: str) -> None:
+    """A one-line message is read whole without any split; one of several lines is split, on `\n` only."""
+    named = XID.replace("name=python3", f"name=py{separator}th")
+    records = [
+        orjson.dumps({"_TRANSPORT": "kernel", "MESSAGE": m}) for m in (named, XID.replace("79,", "48,"))
+    ]
+    syslog = f"{SYSLOG_XID.replace('name=python3', f'name=my{separator} x')}\n{SYSLOG_XID}"
+    for payload, fmt in ((b"\n".join(records), "journald"), (syslog.encode(), "auto")):
+        out = _process(payload, fmt)
+        assert out.dead_letters == []
+        assert [e.code for e in out.events if isinstance(e, XidEvent)] in ([79, 48], [79, 79])
 
 
 def test_a_line_separator_in_a_process_name_cannot_hide_its_xid() -> None:

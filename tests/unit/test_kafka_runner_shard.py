@@ -12,7 +12,7 @@ from aiokafka.errors import KafkaConnectionError
 
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
-from prexid.service.pipeline.processor import DeadLetter, Message, Processor
+from prexid.service.pipeline.processor import DeadLetter, Message, Output, Processor
 from prexid.service.schemas import Alert, Signal
 from prexid.service.sinks.kafka import (
     MAX_REQUEST_BYTES,
@@ -21,6 +21,7 @@ from prexid.service.sinks.kafka import (
     fitted_alert,
     fitted_dead_letter,
 )
+from prexid.service.sources import kafka as kafka_source
 from prexid.service.sources.kafka import KafkaRunner, Shard
 from prexid.service.state.changelog_store import claimed_size
 from prexid.service.state.snapshot import SnapshotError
@@ -170,6 +171,37 @@ class Published:
         return None
 
 
+class CaughtUpCommitting(CaughtUpConsumer):
+    def __init__(self, assigned: set[TopicPartition]) -> None:
+        super().__init__(assigned)
+        self.committed: list[dict[TopicPartition, object]] = []
+
+    async def commit(self, offsets: dict[TopicPartition, object]) -> None:
+        self.committed.append(offsets)
+
+
+async def test_a_shard_whose_batch_was_cut_short_is_not_checkpointed_until_a_batch_is_published() -> None:
+    """The revoke callback waiting for the lock runs right after the cancelled batch. Its snapshot
+    would hold a state that has seen the batch with offsets before it: the next owner, replaying the
+    batch, would take its alerts for sent ones and publish none (the real-broker rolling-deploy test)."""
+    state, _ = build(Settings())
+    runner = KafkaRunner(Settings(), state, build_processor)
+    runner.shards[1] = Shard(build_processor(), {TP: 3})
+    runner.consumer = consumer = CaughtUpCommitting({TP})  # type: ignore[assignment]
+    runner.store = store = Store()  # type: ignore[assignment]
+    store.down = False
+    runner.sink = CancelledSink()  # type: ignore[assignment]
+    with pytest.raises(asyncio.CancelledError):
+        await runner._handle({TP: records(3, 9)})
+    await runner.checkpoint([1])
+    assert store.saved == [] and consumer.committed == []
+    runner.sink = Published()  # type: ignore[assignment]
+    await runner._handle({TP: records(10, 12)})
+    await runner.checkpoint([1])
+    assert store.saved == [1]
+    assert [{tp: o.offset for tp, o in c.items()} for c in consumer.committed] == [{TP: 13}]  # type: ignore[attr-defined]
+
+
 class FlakyStore:
     """A changelog store whose load fails for some partitions the way a forged record made it fail."""
 
@@ -242,3 +274,63 @@ def test_an_alert_with_a_megabyte_label_is_published_slimmed_with_a_header() -> 
     assert len(body) < MAX_REQUEST_BYTES and headers[0][0] == "prexid.truncated"
     slim = Alert.model_validate_json(body)
     assert slim.fingerprint == "f" and slim.signals[0].labels == {} and slim.signals[0].metric == "m"
+
+
+class BehindConsumer(AssignedConsumer):
+    """A metric partition whose leader is away: its high watermark unknown, it looks behind for good."""
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return None
+
+    def last_poll_timestamp(self, tp: TopicPartition) -> int:
+        return 1
+
+    async def position(self, tp: TopicPartition) -> int:
+        return 0
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.alerts: list[Alert] = []
+
+    async def publish(self, out: Output) -> None:
+        self.alerts += out.alerts
+
+
+class Clock:
+    """`time` as the runner reads it: a wall clock the test moves."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+XID_LINE = b"<4>Dec  3 10:00:00 node-7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus."
+
+
+async def test_an_xid_held_for_a_metric_partition_that_stays_behind_pages_after_the_longest_hold_with_no_record_since(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hold is wall time the runner passes in, and a shard holding Xids is run even when a poll
+    brings it nothing: its metric partition's leader is away and the node, its Xid written, is quiet."""
+    clock = Clock(1000.0)
+    monkeypatch.setattr(kafka_source, "time", clock)
+    settings = Settings(metrics_topics=["metrics"], logs_topics=["logs"], xid_max_hold_s=60.0)
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, lambda: build(settings, state)[1])
+    runner.shards[1] = shard = Shard(runner.new_processor())
+    logs = TopicPartition("logs", 1)
+    runner.consumer = BehindConsumer({TopicPartition("metrics", 1), logs})  # type: ignore[assignment]
+    runner.sink = sink = Recording()  # type: ignore[assignment]
+    xid = ConsumerRecord("logs", 1, 0, 1_764_756_000_000, 0, b"node-7", XID_LINE, None, 6, len(XID_LINE), [])
+    await runner._handle({logs: [xid]})
+    assert sink.alerts == [] and len(shard.processor.held_xids) == 1
+    clock.now = 1059.0
+    await runner._handle({})
+    assert sink.alerts == []
+    clock.now = 1060.0
+    await runner._handle({})
+    assert [(a.kind, a.node, a.xid_code) for a in sink.alerts] == [("xid", "node-7", 79)]
+    assert shard.processor.held_xids == [] and shard.offsets == {logs: 1}

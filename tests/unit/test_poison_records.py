@@ -65,7 +65,9 @@ def test_the_record_that_breaks_a_later_stage_is_the_only_one_dead_lettered() ->
     assert sorted((a.kind, a.node) for a in out.alerts) == [("xid", "node-1"), ("xid", "node-3")]
     (dl,) = out.dead_letters
     assert (dl.reason, dl.message.offset) == ("processing_error", 1)
-    assert dl.detail.startswith("stage=") and "a bug in a later stage" in dl.detail
+    # the stage is the innermost frame of prexid's own code: where the Xids went in
+    assert dl.detail.startswith("stage=prexid.service.pipeline.processor._process_runs: RuntimeError(")
+    assert "a bug in a later stage" in dl.detail
     registry = processor.telemetry.registry
     assert registry.get_sample_value("prexid_dead_letters_total", {"reason": "processing_error"}) == 1.0
 
@@ -93,3 +95,32 @@ def test_a_kernel_line_with_no_record_time_before_any_metric_is_dated_by_itself(
     _, processor = build(DMESG)
     out = processor.process_runs([], [Message(GOOD, NOW * 1000.0, "logs", 0, 0)], ())
     assert [(a.kind, a.starts_at) for a in out.alerts] == [("xid", "2025-12-03T10:00:00.000Z")]
+
+
+@pytest.mark.parametrize("record_ts", [NOW / 1000.0, NOW * 1000.0, -0.001])
+def test_a_bare_scrape_whose_record_time_is_no_epoch_time_is_a_dead_letter(record_ts: float) -> None:
+    """A scrape without timestamps takes its record time. One written in seconds where Kafka wants
+    milliseconds reads as January 1970, in microseconds as the year 57,000, and -1 is Kafka's none:
+    each is a dead letter, never a sample dated there."""
+    state, processor = build(Settings(topic_formats={"scrapes": "prom_text"}))
+    scrape = b'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="node-1"} 60\n'
+    out = processor.process([Message(scrape, record_ts, "scrapes", 0, 4, b"node-1")], [], ())
+    assert [(d.reason, d.message.offset) for d in out.dead_letters] == [("bad_timestamp", 4)]
+    assert processor.pipeline.watermarks.progress == {} and len(processor.pipeline.registry) == 0
+    sample = state.telemetry.registry.get_sample_value
+    assert sample("prexid_dead_letters_total", {"reason": "bad_timestamp"}) == 1.0
+
+
+def test_a_kernel_line_dated_2199_is_redated_to_its_record_time_and_counted() -> None:
+    """An Xid is never dropped for its clock, and one dated 2199 must not open a burst there (its
+    alert would never resolve): it is dated at what its source has shown, and counted."""
+    state, processor = build(Settings(topic_formats={"rfc": "rfc5424"}))
+    line = GOOD.replace(
+        b"<4>Dec  3 10:00:00 node-1 kernel:", b"<4>1 2199-01-01T00:00:00Z node-1 kernel - - -"
+    )
+    out = processor.process_runs([], [Message(line, NOW, "rfc", 0, 0)], ())
+    assert [(a.kind, a.node, a.starts_at) for a in out.alerts] == [
+        ("xid", "node-1", "2025-12-03T10:00:00.000Z")
+    ]
+    sample = state.telemetry.registry.get_sample_value
+    assert sample("prexid_future_samples_total", {"source": "rfc:0"}) == 1.0
