@@ -194,6 +194,11 @@ class PeerDeviation(ArrayState):
         """The series' usual residual against its peers (a fraction of the peer median)."""
         return self.residuals.baseline(ids)
 
+    def forget(self, ids: Ids) -> None:
+        """Reset the series (their group too: -1) and their residuals' judge; the groups are re-indexed."""
+        super().forget(ids)
+        self._dirty = True
+
     def restore(self, data: Stored) -> None:
         super().restore(data)
         self._dirty = True
