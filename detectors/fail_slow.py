@@ -81,16 +81,16 @@ class FailSlow:
             self.slot = grown
         new = np.unique(ids[self.slot[ids] < 0])
         reuse = min(len(new), len(self._free))
-        rows_ = [self._free.pop() for _ in range(reuse)]
-        self.slot[new] = np.r_[np.array(rows_, dtype=np.int64), len(self.behind) + np.arange(len(new) - reuse)]
+        reused = np.array([self._free.pop() for _ in range(reuse)], dtype=np.int64)
+        self.slot[new] = np.r_[reused, len(self.behind) + np.arange(len(new) - reuse)]
         self.behind = np.r_[self.behind, np.zeros(len(new) - reuse)]
 
     def forget(self, ids: Ids) -> None:
         """Unwatch these series: their rows (counter and its judge) reset and kept for the next watched;
         the peer detector forgets them itself when it is not fail-slow's own."""
         ids = ids[ids < len(self.slot)]
-        gone = self.slot[ids]
-        gone = gone[gone >= 0].astype(np.int64)
+        slots = self.slot[ids]
+        gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
         self.behind[gone] = 0.0
         self.events.forget(gone)

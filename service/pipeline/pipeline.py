@@ -543,9 +543,9 @@ class Pipeline:
         self.boot_time, self.boot_last, self.watches_boot = np.zeros(0, dtype=bool), np.zeros(0), False
         reg = self.registry  # the bank's snapshot carries groups, not which series are boot times
         live = np.array([s for s, key in enumerate(reg.keys) if key], dtype=np.int64)
-        boot = [is_boot_time(reg.series(s)[0], reg.entities[int(reg.entity_of[s])].gpu) for s in live.tolist()]
+        gpu_of = [reg.entities[int(reg.entity_of[s])].gpu for s in live.tolist()]
+        boot = [is_boot_time(reg.series(s)[0], gpu) for s, gpu in zip(live.tolist(), gpu_of, strict=True)]
         self._set_boot_time(live, np.array(boot, dtype=bool))
-
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

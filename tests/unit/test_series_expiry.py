@@ -13,6 +13,7 @@ from prexid.service.app.settings import DetectionSettings, Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.types import RawSample
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
+from prexid.service.pipeline.series_registry import canonical_key
 from prexid.service.state import snapshot
 
 T0 = 1_764_756_000.0
@@ -22,7 +23,9 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 
 def steady(t: float, n: int = 8) -> list[RawSample]:
     """One scrape of a node's GPU temperatures: series that never churn."""
-    return [RawSample("DCGM_FI_DEV_GPU_TEMP", {"Hostname": "node-1", "gpu": str(g)}, t, 60.0) for g in range(n)]
+    return [
+        RawSample("DCGM_FI_DEV_GPU_TEMP", {"Hostname": "node-1", "gpu": str(g)}, t, 60.0) for g in range(n)
+    ]
 
 
 def pod_power(t: float, pod: str, watts: float) -> RawSample:
@@ -34,8 +37,6 @@ def sid_of(pipe: Pipeline, pod: str) -> int:
 
 
 def _key(pod: str) -> bytes:
-    from prexid.service.pipeline.series_registry import canonical_key
-
     return canonical_key(POWER, {"Hostname": "node-1", "gpu": "0", "pod": pod})
 
 
@@ -146,7 +147,9 @@ def test_a_snapshot_keeps_the_free_ids_and_when_each_series_was_seen() -> None:
     assert sid_of(first.pipeline, "next") == sid_of(second.pipeline, "next") == reg.ids[_key("next")]
 
 
-def test_the_sweep_runs_every_few_minutes_of_event_time_not_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sweep_runs_every_few_minutes_of_event_time_not_every_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Expiry is one vectorised comparison over the last-seen column, run every 5 minutes of event time
     (a quarter of a shorter TTL), and touches no series one by one unless some expire."""
     pipe = Pipeline(PipelineConfig())
