@@ -13,6 +13,7 @@ from prexid.service.app.settings import DetectionSettings, Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.types import RawSample
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
+from prexid.service.pipeline.processor import Message
 from prexid.service.pipeline.series_registry import canonical_key
 from prexid.service.state import snapshot
 
@@ -170,3 +171,17 @@ def test_the_sweep_runs_every_few_minutes_of_event_time_not_every_tick(
 def test_a_ttl_shorter_than_a_minute_is_refused() -> None:
     with pytest.raises(ValueError, match="series_ttl_s"):
         DetectionSettings(series_ttl_s=10.0)
+
+
+def test_expired_series_are_counted() -> None:
+    settings = Settings(
+        detection=DetectionSettings(series_ttl_s=60.0), topic_formats={"scrapes": "prom_text"}
+    )
+    state, processor = build(settings)
+    for k in range(40):  # a new pod every minute for ten minutes
+        body = (
+            f'DCGM_FI_DEV_GPU_TEMP{{gpu="0"}} 60\nDCGM_FI_DEV_POWER_USAGE{{gpu="0",pod="job-{k // 4}"}} 300\n'
+        )
+        processor.process([Message(body.encode(), T0 + k * STEP, "scrapes", 0, k, b"node-1")], [], ())
+    expired = state.telemetry.registry.get_sample_value("prexid_series_expired_total")
+    assert expired == processor.pipeline.registry.expired >= 7
