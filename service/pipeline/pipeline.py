@@ -143,6 +143,16 @@ class Pipeline:
         limit, dropped). Series interned since the last call are registered with the detectors here,
         so callers may intern one at a time and hand over whole columns."""
         reg = self.registry
+        self._register_new()
+        if len(ids):
+            kept = ids >= 0
+            reg.touch(ids[kept], ts[kept])  # buffered: not expired before it is scored
+            self.buffer.add(ids[kept], ts[kept], values[kept])
+            self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
+
+    def _register_new(self) -> None:
+        """Tell the detectors and fusion about the series interned since the last call."""
+        reg = self.registry
         if reg.placed:
             new = reg.take_placed()
             self.bank.set_kinds(new, reg.kind_of[new])
@@ -151,11 +161,6 @@ class Pipeline:
             self.fusion.parent[: len(reg.entities)] = reg.parent_of
             self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
             reg.touch(new, np.full(len(new), self.watermark))  # interned now, whether or not a sample stays
-        if len(ids):
-            kept = ids >= 0
-            reg.touch(ids[kept], ts[kept])  # buffered: not expired before it is scored
-            self.buffer.add(ids[kept], ts[kept], values[kept])
-            self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
 
     def advance(self, drain: bool = False) -> list[Alert]:
         """Score released samples in event-time order, evaluating every tick the watermark passed, the
@@ -257,15 +262,24 @@ class Pipeline:
         """Expire the series last seen before event time `cutoff` (`SeriesRegistry.expire`) and reset
         everything kept per series id, so the ids go to new series clean: the detectors' rows (the
         bank's `forget`), fusion's series counts and top series, DCGM's Xid field state and the
-        boot-time watch. Their samples are all scored: a buffered sample keeps its series seen."""
-        reg = self.registry
+        boot-time watch, their peer groups' membership. Their samples are all scored: a buffered sample
+        keeps its series seen."""
+        self._register_new()  # interned, not yet registered: registered first, then judged like any
+        reg, fusion = self.registry, self.fusion
         entity, family = reg.entity_of, reg.family_of.copy()  # before the registry forgets the family
         gone = reg.expire(cutoff)
         if not len(gone):
             return gone
+        self.peer_groups.release(
+            np.nan_to_num(self.bank.peer.state.read("group", gone), nan=-1.0).astype(np.int64)
+        )
         self.bank.forget(gone)
-        self.fusion.add_series(entity[gone], family[gone], -1)
-        top = self.fusion.top_series
+        ent, fam = entity[gone], family[gone]
+        fusion.add_series(ent, fam, -1)
+        known = fam < fusion.present.shape[1]
+        empty = fusion.n_series[ent[known], fam[known]] <= 0
+        fusion.present[ent[known][empty], fam[known][empty]] = False  # no series of the family left there
+        top = fusion.top_series
         top[np.isin(top, gone)] = -1
         self.xid_field.forget(gone)
         inside = gone[gone < len(self.boot_time)]

@@ -14,7 +14,7 @@ from prexid.service.app.wiring import build
 from prexid.service.decode.types import RawSample
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 from prexid.service.pipeline.processor import Message
-from prexid.service.pipeline.series_registry import canonical_key
+from prexid.service.pipeline.series_registry import Entity, canonical_key
 from prexid.service.state import snapshot
 
 T0 = 1_764_756_000.0
@@ -56,17 +56,25 @@ def series_states(bank: DetectorBank) -> list[SeriesState]:
     return found
 
 
+def node_pod(t: float, pod: str) -> RawSample:
+    """A node-level series carrying a pod label: a peer group of its own (node series keep such labels)."""
+    return RawSample("node_hwmon_temp_celsius", {"instance": "node-1:9100", "pod": pod}, t, 40.0)
+
+
 def test_label_churn_for_hours_stays_within_the_limit_and_the_state_stays_bounded() -> None:
     """A new `pod` label every 5 minutes for 12 hours: 144 series in all, never more than ~14 alive."""
-    pipe = Pipeline(PipelineConfig(max_series=8 + 20))
+    pipe = Pipeline(PipelineConfig(max_series=8 + 40))
     for k in range(int(12 * 3600 / STEP)):
         t = T0 + k * STEP
-        pipe.ingest_samples([*steady(t), pod_power(t, f"job-{k // 20}", 300.0)])
+        pod = f"job-{k // 20}"
+        pipe.ingest_samples([*steady(t), pod_power(t, pod, 300.0), node_pod(t, pod)])
     reg = pipe.registry
     assert reg.refused == 0  # without expiry the 21st pod is refused, and every one after it
-    assert reg.expired >= 144 - 15
-    assert len(reg) <= 8 + 3600 / 300 + 2  # the pods of the last TTL, and one sweep's delay
-    assert reg.id_space() <= 8 + 3600 / 300 + 3  # ids are recycled: the arrays do not grow with churn
+    assert reg.expired >= 2 * (144 - 15)
+    assert len(reg) <= 8 + 2 * (3600 / 300 + 2)  # the pods of the last TTL, and one sweep's delay
+    assert reg.id_space() <= 8 + 2 * (3600 / 300 + 3)  # ids are recycled: the arrays do not grow with churn
+    assert len(pipe.peer_groups) <= 8 + 2 * (3600 / 300 + 2)  # a node series' pod label: a group each
+    assert pipe.peer_groups.id_space() <= 8 + 2 * (3600 / 300 + 3)  # group ids are recycled too
     assert len(reg.ids) == len(reg) and len(reg.aliases) <= len(reg)  # no alias left to an expired series
     live_power = sum(1 for key in reg.keys if key.startswith(b'["' + POWER.encode()))
     gpu0 = reg.entity_ids[reg.entities[int(reg.entity_of[sid_of(pipe, "job-143")])]]
@@ -120,6 +128,9 @@ def test_an_expired_series_that_comes_back_is_a_new_series_and_is_not_reported_s
     silent, _ = pipe.bank.sweep(t)
     assert sid not in silent.tolist()  # gone, not silent: without expiry it would still be reported
     assert pipe.registry.expired == 1 and sid_of(pipe, "p") == -1
+    gpu0 = pipe.registry.entity_ids[Entity("node-1", 0)]
+    assert pipe.fusion.n_series[gpu0, Family.POWER] == 0
+    assert not pipe.fusion.present[gpu0, Family.POWER]  # no data for the family there: no carrier of it
     pipe.ingest_samples([*steady(t), pod_power(t, "p", 300.0)])
     pipe.ingest_samples(steady(t + STEP))  # the watermark passes it: scored
     again = sid_of(pipe, "p")
