@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
+from prexid.detectors.base import rows
 from prexid.detectors.signals import FALLS_WITH_LOAD, Family, Kind, spec_for
 from prexid.service.decode.common import HOST_LABELS
 from prexid.service.decode.xid import normalise_pci
@@ -260,7 +261,12 @@ class SeriesRegistry:
         """These series were seen at these event times (NaN times: not seen)."""
         ok = (ids >= 0) & np.isfinite(ts)
         if len(ids) and ok.all() and bool((ids[1:] > ids[:-1]).all()):  # distinct: one gather, one write
-            self.last_seen[ids] = np.maximum(self.last_seen[ids], ts)
+            at = rows(ids)  # a slice for a run of ids (a scrape in registry order): no gather at all
+            if isinstance(at, slice):
+                view = self.last_seen[at]
+                np.maximum(view, ts, out=view)
+            else:
+                self.last_seen[at] = np.maximum(self.last_seen[at], ts)
         elif ok.any():
             np.maximum.at(self.last_seen, ids[ok], ts[ok])
 
