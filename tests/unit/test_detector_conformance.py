@@ -3,7 +3,8 @@
 Checks: snapshot round-trip gives identical scores, determinism, NaN/Inf in gives no crash and no NaN
 out, series appearing and vanishing mid-stream, a batch repeating series or in any order scores as its
 samples one by one, scores in (0, 1], quiet on healthy data, a snapshot of another detector is refused,
-and a planted fault of the detector's own kind is found; a forgotten (expired) series scores as in a fresh detector.
+a planted fault of the detector's own kind is found, and a forgotten (expired) series scores as in a
+fresh detector.
 """
 
 from __future__ import annotations
