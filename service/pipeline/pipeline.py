@@ -259,22 +259,22 @@ class Pipeline:
         return alerts
 
     def expire(self, cutoff: float) -> NDArray[np.int64]:
-        """Expire the series last seen before event time `cutoff` (`SeriesRegistry.expire`) and reset
+        """Expire the series last seen before event time `cutoff` (`SeriesRegistry.expiring`) and reset
         everything kept per series id, so the ids go to new series clean: the detectors' rows (the
         bank's `forget`), fusion's series counts and top series, DCGM's Xid field state and the
         boot-time watch, their peer groups' membership. Their samples are all scored: a buffered sample
         keeps its series seen."""
         self._register_new()  # interned, not yet registered: registered first, then judged like any
         reg, fusion = self.registry, self.fusion
-        entity, family = reg.entity_of, reg.family_of.copy()  # before the registry forgets the family
-        gone = reg.expire(cutoff)
+        gone = reg.expiring(cutoff)
         if not len(gone):
             return gone
+        ent, fam = reg.entity_of[gone], reg.family_of[gone]  # before the registry forgets the family
+        reg.expire(gone)
         self.peer_groups.release(
             np.nan_to_num(self.bank.peer.state.read("group", gone), nan=-1.0).astype(np.int64)
         )
         self.bank.forget(gone)
-        ent, fam = entity[gone], family[gone]
         fusion.add_series(ent, fam, -1)
         known = fam < fusion.present.shape[1]
         empty = fusion.n_series[ent[known], fam[known]] <= 0

@@ -9,10 +9,11 @@ A series is stored once, as its canonical key: compact JSON bytes of the name an
 series as a producer spells it (the raw bytes a decoder saw, or name and labels in arrival order),
 so the canonical key is built only the first time a spelling is seen.
 
-Series expire: `expire(cutoff)` drops every series last seen (`touch`, in event time) before `cutoff`,
-its key, aliases and slot in the limit, and keeps its id on a free list for the next new series, so
-label churn (`pod`, `container`) neither fills the limit nor grows the per-series arrays. Callers reset
-whatever else they keep per id (the pipeline does: `Pipeline.expire`) before the id is given out again.
+Series expire: `expire(expiring(cutoff))` drops every series last seen (`touch`, in event time)
+before `cutoff`, its key, aliases and slot in the limit, and keeps its id on a free list for the next
+new series, so label churn (`pod`, `container`) neither fills the limit nor grows the per-series
+arrays. Callers reset whatever else they keep per id (the pipeline does: `Pipeline.expire`) before the
+id is given out again.
 """
 
 from __future__ import annotations
@@ -167,7 +168,12 @@ class SeriesRegistry:
         self.ids = {k: i for i, k in enumerate(self.keys) if k}
         self.last_seen = arrays["last_seen"].astype(np.float64, copy=False)
         self.free = [int(i) for i in arrays["free"].tolist()]
-        if len(self.last_seen) < len(self.keys) or len(self.free) + len(self.ids) != len(self.keys):
+        free_ok = all(0 <= i < len(self.keys) and not self.keys[i] for i in self.free)
+        if (
+            not free_ok
+            or len(set(self.free)) + len(self.ids) != len(self.keys)
+            or len(self.last_seen) < len(self.keys)
+        ):
             raise ValueError("series keys, last-seen times and free ids do not add up")
         self.placed = []
         self.entity_of = arrays["entity_of"].astype(np.int64, copy=False)
@@ -270,16 +276,17 @@ class SeriesRegistry:
         elif ok.any():
             np.maximum.at(self.last_seen, ids[ok], ts[ok])
 
-    def expire(self, cutoff: float) -> NDArray[np.int64]:
-        """Drop the series last seen before `cutoff` (event time); return their ids, now free.
+    def expiring(self, cutoff: float) -> NDArray[np.int64]:
+        """The series last seen before `cutoff` (event time): one comparison over the last-seen column."""
+        return np.flatnonzero(self.last_seen[: len(self.keys)] < cutoff).astype(np.int64)
 
-        One comparison over the last-seen column; aliases are purged by one gather over their ids, and
-        only when some series expired. The caller resets its own per-id state before the next `intern`.
-        """
-        n = len(self.keys)
-        gone = np.flatnonzero(self.last_seen[:n] < cutoff).astype(np.int64)
+    def expire(self, gone: NDArray[np.int64]) -> None:
+        """Drop these series (`expiring`): keys, aliases (purged by one gather over their ids), their
+        slot in the limit; their ids go on the free list. The caller resets its own per-id state before
+        the next `intern`."""
         if not len(gone):
-            return gone
+            return
+        n = len(self.keys)
         for sid in gone.tolist():
             del self.ids[self.keys[sid]]
             self.keys[sid] = b""
@@ -298,7 +305,6 @@ class SeriesRegistry:
         self.last_seen[gone] = np.inf
         self.free.extend(gone[::-1].tolist())  # the lowest id is given out first
         self.expired += len(gone)
-        return gone
 
     def _learn_gpu(self, eid: int, node: str, labels: dict[str, str]) -> None:
         """DCGM labels tell which PCI bus id and UUID each (node, gpu index) has."""

@@ -166,13 +166,13 @@ def test_the_sweep_runs_every_few_minutes_of_event_time_not_every_tick(
     (a quarter of a shorter TTL), and touches no series one by one unless some expire."""
     pipe = Pipeline(PipelineConfig())
     cutoffs: list[float] = []
-    expire = pipe.registry.expire
+    expiring = pipe.registry.expiring
 
     def counted(cutoff: float) -> np.ndarray:
         cutoffs.append(cutoff)
-        return expire(cutoff)
+        return expiring(cutoff)
 
-    monkeypatch.setattr(pipe.registry, "expire", counted)
+    monkeypatch.setattr(pipe.registry, "expiring", counted)
     for k in range(240):  # one hour of ticks
         pipe.ingest_samples(steady(T0 + k * STEP))
     assert 12 <= len(cutoffs) <= 13
