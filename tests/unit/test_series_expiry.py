@@ -3,8 +3,13 @@ state, and an id given to a new series carries nothing of the expired one that h
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import numpy as np
+import orjson
 import pytest
+from rich.console import Console
 
 from prexid.detectors.bank import DetectorBank
 from prexid.detectors.base import ArrayState, SeriesState
@@ -12,6 +17,7 @@ from prexid.detectors.signals import Family
 from prexid.service.app.settings import DetectionSettings, Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.types import RawSample
+from prexid.service.offline.replay import AlertWriter, replay_columnar
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 from prexid.service.pipeline.processor import Message
 from prexid.service.pipeline.series_registry import Entity, canonical_key
@@ -196,3 +202,30 @@ def test_expired_series_are_counted() -> None:
         processor.process([Message(body.encode(), T0 + k * STEP, "scrapes", 0, k, b"node-1")], [], ())
     expired = state.telemetry.registry.get_sample_value("prexid_series_expired_total")
     assert expired == processor.pipeline.registry.expired >= 7
+
+
+def test_a_columnar_replay_keeps_its_series_seen_and_makes_one_that_comes_back_new(tmp_path: Path) -> None:
+    """The columnar replay hands rows to the pipeline without decoding: it must mark them seen (else
+    every series expires an hour in) and intern a column again when its series expired while silent."""
+    names = ["DCGM_FI_DEV_GPU_TEMP"] * 8 + [POWER]
+    labels = [{"Hostname": "node-1", "gpu": str(g)} for g in range(8)] + [
+        {"Hostname": "node-1", "gpu": "0", "pod": "p"}
+    ]
+    (tmp_path / "series.jsonl").write_bytes(
+        b"".join(
+            orjson.dumps({"name": n, "labels": lab}) + b"\n" for n, lab in zip(names, labels, strict=True)
+        )
+    )
+    steps = int(4 * 3600 / STEP)
+    ts = T0 + STEP * np.arange(steps)
+    values = np.full((steps, 9), 60.0)
+    values[:, 8] = 300.0
+    values[int(3600 / STEP) : int(3 * 3600 / STEP), 8] = np.nan  # the pod is away two hours
+    np.savez(tmp_path / "metrics-000.npz", ts=ts, values=values)
+    _, processor = build(Settings())
+    writer = AlertWriter(io.BytesIO(), io.BytesIO())
+    replay_columnar(tmp_path, [processor], writer, Console(file=io.StringIO()), None)
+    reg = processor.pipeline.registry
+    assert reg.expired == 1 and len(reg) == 9  # the temperatures never expired; the pod did, once
+    sid = reg.ids[_key("p")]
+    assert processor.pipeline.bank.staleness.state["n"][sid] == pytest.approx(3600 / STEP, abs=2)
