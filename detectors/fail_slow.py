@@ -94,7 +94,7 @@ class FailSlow:
         self.slot[ids] = -1
         self.behind[gone] = 0.0
         self.events.forget(gone)
-        self._free.extend(gone.tolist())
+        self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
         if self.owns_peer:
             self.peer.forget(ids)
 

@@ -22,6 +22,7 @@ from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 from prexid.service.pipeline.processor import Message
 from prexid.service.pipeline.series_registry import Entity, canonical_key
 from prexid.service.state import snapshot
+from tests.unit.test_snapshot import differences
 
 T0 = 1_764_756_000.0
 STEP = 15.0
@@ -229,3 +230,26 @@ def test_a_columnar_replay_keeps_its_series_seen_and_makes_one_that_comes_back_n
     assert reg.expired == 1 and len(reg) == 9  # the temperatures never expired; the pod did, once
     sid = reg.ids[_key("p")]
     assert processor.pipeline.bank.staleness.state["n"][sid] == pytest.approx(3600 / STEP, abs=2)
+
+
+def test_a_restored_pipeline_with_expired_series_equals_the_original() -> None:
+    """Free lists (registry, peer groups, fail-slow rows) come back as they were, in their order."""
+    settings = Settings(detection=DetectionSettings(series_ttl_s=600.0))
+    _, first = build(settings)
+    t = T0
+    for k in range(200):
+        clocks = [
+            RawSample(
+                "DCGM_FI_DEV_SM_CLOCK",
+                {"Hostname": "node-1", "gpu": str(g), "pod": f"job-{k // 40}"},
+                t,
+                1980.0,
+            )
+            for g in range(8)
+        ]
+        first.pipeline.ingest_samples([*steady(t), *clocks, node_pod(t, f"job-{k // 20}")])
+        t += STEP
+    assert first.pipeline.registry.free and first.pipeline.registry.expired
+    _, second = build(settings)
+    snapshot.load(snapshot.dump(first, {}), second)
+    assert differences(first.pipeline, second.pipeline) == []
