@@ -162,6 +162,18 @@ class DetectorBank:
         ids, p = self.staleness.sweep(now)
         return ids, p
 
+    def forget(self, ids: Ids) -> None:
+        """Expired series: every detector's rows, staleness, fail-slow slots and kinds back to a
+        never-seen series' (Kind.IGNORED until its id is registered again), so a recycled id starts clean.
+        Walks every `Saved` part the bank holds: a new one is covered by implementing `forget`."""
+        if not len(ids):
+            return
+        for det in self.all_detectors():
+            det.forget(ids)
+        self.staleness.forget(ids)
+        self.fail_slow.forget(ids)  # its own rows; the shared peer detector is among the detectors
+        self.kinds[ids[ids < len(self.kinds)]] = Kind.IGNORED
+
     def baseline(self, ids: Ids) -> Floats:
         """What each series is expected to read: the level detector of its kind says."""
         out = np.full(len(ids), np.nan)

@@ -43,6 +43,11 @@ class Saved(Protocol):
 
     def restore(self, data: Stored) -> None: ...
 
+    def forget(self, ids: Ids) -> None:
+        """Return these series' state to what a series never seen has: their ids are given to new
+        series (an expired series' id is recycled), which must not inherit it."""
+        ...
+
 
 @runtime_checkable
 class Detector(Saved, Protocol):
@@ -85,6 +90,13 @@ class SeriesState:
 
     def __getitem__(self, key: str) -> Floats:
         return self.arrays[key]
+
+    def reset(self, ids: Ids) -> None:
+        """Every field of these series back to its default, as a series never seen (ids past the
+        arrays hold the defaults already)."""
+        ids = ids[ids < self.capacity]
+        for k, arr in self.arrays.items():
+            arr[ids] = self._defaults[k]
 
     def put(self, at: Index, where: NDArray[np.bool_], **fields: Floats) -> None:
         """Write each field's new values for the series where `where` holds (others keep theirs)."""
@@ -138,6 +150,12 @@ class ArrayState:
         if not parts:
             return self.state.to_pieces()
         return pack_blobs(self.state.to_pieces(), *(part.snapshot() for part in parts))
+
+    def forget(self, ids: Ids) -> None:
+        """The state's rows of these series to their defaults, and the parts' too."""
+        self.state.reset(ids)
+        for part in self._parts():
+            part.forget(ids)
 
     def restore(self, data: Stored) -> None:
         parts = self._parts()

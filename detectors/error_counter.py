@@ -70,6 +70,9 @@ class FleetPrior:
     def bytes_per_series(self) -> int:
         return 0  # per field, not per series
 
+    def forget(self, ids: Ids) -> None:
+        """Nothing per series: a field's prior is its fleet's, refitted from the series there are."""
+
     def snapshot(self) -> Packed:
         return pack_arrays(
             {

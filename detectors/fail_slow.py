@@ -63,6 +63,7 @@ class FailSlow:
         self.shortfall = shortfall
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
+        self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = PaceSurprise(window_s=window_s)
 
@@ -79,8 +80,23 @@ class FailSlow:
             grown[: len(self.slot)] = self.slot
             self.slot = grown
         new = np.unique(ids[self.slot[ids] < 0])
-        self.slot[new] = len(self.behind) + np.arange(len(new))
-        self.behind = np.r_[self.behind, np.zeros(len(new))]
+        reuse = min(len(new), len(self._free))
+        reused = np.array([self._free.pop() for _ in range(reuse)], dtype=np.int64)
+        self.slot[new] = np.r_[reused, len(self.behind) + np.arange(len(new) - reuse)]
+        self.behind = np.r_[self.behind, np.zeros(len(new) - reuse)]
+
+    def forget(self, ids: Ids) -> None:
+        """Unwatch these series: their rows (counter and its judge) reset and kept for the next watched;
+        the peer detector forgets them itself when it is not fail-slow's own."""
+        ids = ids[ids < len(self.slot)]
+        slots = self.slot[ids]
+        gone = slots[slots >= 0].astype(np.int64)
+        self.slot[ids] = -1
+        self.behind[gone] = 0.0
+        self.events.forget(gone)
+        self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
+        if self.owns_peer:
+            self.peer.forget(ids)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         """p of each sample of a watched series (1 elsewhere and on scrapes not behind).
@@ -142,6 +158,9 @@ class FailSlow:
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
         self.slot = load_array(slot).astype(np.int32, copy=False)
         self.behind = load_array(behind).astype(np.float64, copy=False)
+        used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
+        used[self.slot[self.slot >= 0]] = True
+        self._free = np.flatnonzero(~used).tolist()[::-1]
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])

@@ -131,13 +131,13 @@ class Fusion:
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
 
-    def add_series(self, entity: Ids, family: NDArray[np.uint8]) -> None:
-        """Count newly registered series per (entity, family); each also counts for its entity's liveness
-        (staleness evidence of any series lands there)."""
+    def add_series(self, entity: Ids, family: NDArray[np.uint8], count: int = 1) -> None:
+        """Count newly registered series per (entity, family) (`count=-1`: expired ones leave); each also
+        counts for its entity's liveness (staleness evidence of any series lands there)."""
         known = (entity >= 0) & (family < N_FAMILIES)
         ent, fam = entity[known], family[known].astype(np.int64)
-        np.add.at(self.n_series, (ent, fam), 1)
-        np.add.at(self.n_series[:, Family.LIVENESS], ent[fam != Family.LIVENESS], 1)
+        np.add.at(self.n_series, (ent, fam), count)
+        np.add.at(self.n_series[:, Family.LIVENESS], ent[fam != Family.LIVENESS], count)
 
     def ingest(
         self, ev: Evidence, entity: Ids, family: NDArray[np.uint8], errors: NDArray[np.bool_] | None = None

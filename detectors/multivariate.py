@@ -106,6 +106,13 @@ class RiverNodeAnomaly(ArrayState):
         fed = max(int((self.state["node"] >= 0).sum()), 1)
         return self.state.nbytes_per_series() + len(pickle.dumps(self.models)) // fed
 
+    def forget(self, ids: Ids) -> None:
+        """These series leave their node's features (a node's model and calibrator stay: per node)."""
+        ids = ids[ids < self.state.capacity]
+        for sid, node in zip(ids.tolist(), self.state["node"][ids].tolist(), strict=True):
+            self.features.get(int(node), {}).pop(sid, None)
+        self.state.reset(ids)
+
     def snapshot(self) -> Packed:
         """The state and the calibrator, then the river models as one more blob (a pickle)."""
         river_state = pickle.dumps((self.models, self.features, self.learned))

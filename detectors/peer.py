@@ -42,18 +42,55 @@ _PADDED_MAX = 64  # groups up to this size take the padded-grid median
 
 
 class PeerGroups:
-    """Interns peer-group keys and node names to dense ids (at series registration, not per sample)."""
+    """Interns peer-group keys and node names to dense ids (at series registration, not per sample).
+
+    A group lives while it has members: `release` (series expired) gives an empty group's id to the
+    next new group, so label churn on node series (a `pod` label) does not grow the groups for good.
+    """
 
     def __init__(self) -> None:
         self._groups: dict[tuple[object, ...], int] = {}
+        self._members: list[int] = []  # group id -> series in it (0: a free id)
+        self._keys: list[tuple[object, ...] | None] = []  # group id -> its key (None: a free id)
+        self._free: list[int] = []
         self._nodes: dict[str, int] = {}
         self._fields: dict[str, int] = {}
 
     def group_of(self, name: str, labels: dict[str, str], node: str, gpu: int | None) -> int:
+        """The group of a new series (counted as its member)."""
         drop = GPU_IDENTITY_LABELS if gpu is not None else HOST_LABELS
         rest = tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
         key: tuple[object, ...] = ("gpu", node, name, rest) if gpu is not None else ("node", name, rest)
-        return self._groups.setdefault(key, len(self._groups))
+        group = self._groups.get(key)
+        if group is None:
+            if self._free:
+                group = self._free.pop()
+                self._keys[group] = key
+            else:
+                group = len(self._keys)
+                self._keys.append(key)
+                self._members.append(0)
+            self._groups[key] = group
+        self._members[group] += 1
+        return group
+
+    def __len__(self) -> int:
+        """Groups with members now."""
+        return len(self._groups)
+
+    def id_space(self) -> int:
+        """Group ids handed out so far (free ones included)."""
+        return len(self._keys)
+
+    def release(self, groups: Ids) -> None:
+        """Expired series leave their groups; a group left empty is forgotten, its id free."""
+        for group in groups[groups >= 0].tolist():
+            self._members[group] -= 1
+            key = self._keys[group]
+            if self._members[group] <= 0 and key is not None:
+                del self._groups[key]
+                self._keys[group] = None
+                self._free.append(group)
 
     def node_of(self, node: str) -> int:
         return self._nodes.setdefault(node, len(self._nodes))
@@ -65,12 +102,19 @@ class PeerGroups:
     def snapshot_meta(self) -> dict[str, Any]:
         return {
             "peer_groups": [[list(k), v] for k, v in self._groups.items()],
+            "peer_members": self._members,
+            "peer_free": self._free,
             "peer_nodes": self._nodes,
             "fleet_fields": self._fields,
         }
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
         self._groups = {_group_key(k): int(v) for k, v in meta["peer_groups"]}
+        self._members = [int(n) for n in meta["peer_members"]]
+        self._free = [int(g) for g in meta["peer_free"]]
+        self._keys = [None] * len(self._members)
+        for key, group in self._groups.items():
+            self._keys[group] = key
         self._nodes = {str(k): int(v) for k, v in meta["peer_nodes"].items()}
         self._fields = {str(k): int(v) for k, v in meta["fleet_fields"].items()}
 
@@ -193,6 +237,11 @@ class PeerDeviation(ArrayState):
     def baseline(self, ids: Ids) -> Floats:
         """The series' usual residual against its peers (a fraction of the peer median)."""
         return self.residuals.baseline(ids)
+
+    def forget(self, ids: Ids) -> None:
+        """Reset the series (their group too: -1) and their residuals' judge; the groups are re-indexed."""
+        super().forget(ids)
+        self._dirty = True
 
     def restore(self, data: Stored) -> None:
         super().restore(data)

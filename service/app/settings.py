@@ -53,6 +53,12 @@ class DetectionSettings(BaseModel):
         description="false pages per node-day the firing thresholds are raised to hold; 0: fixed threshold",
     )
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
+    series_ttl_s: float = Field(
+        3600.0,
+        ge=60.0,
+        description="event seconds without a sample after which a series expires: it leaves the limit, "
+        "its id and state are reused by new series (label churn: pod, container)",
+    )
     multivariate: bool = Field(False, description="river HalfSpaceTrees per node as an extra (slow) voter")
     xid_resolve_after_s: float = Field(
         3600.0, gt=0, description="event seconds an Xid alert stays firing after its burst's last Xid"
@@ -84,6 +90,7 @@ class DetectionSettings(BaseModel):
             future_skew_s=self.future_skew_s,
             late_drop_s=self.late_drop_s,
             max_series=self.max_series,
+            series_ttl_s=self.series_ttl_s,
             xid_resolve_after_s=self.xid_resolve_after_s,
             repeat_offender_failures=self.repeat_offender_failures,
             repeat_offender_half_life_s=self.repeat_offender_half_life_s,

@@ -238,8 +238,10 @@ def replay_columnar(
                         ids[p] = pipe.registry.intern_many(*some)
                     else:
                         present = ~np.isnan(row)
-                        pipe.buffer.add(ids[p][present], np.full(int(present.sum()), ts), row[present])
-                        pipe.watermarks.observe(METRICS_SOURCE, ts)
+                        _reintern_expired(pipe.registry, ids[p], present, cols, names, labels)
+                        at = np.full(int(present.sum()), ts)
+                        pipe.add_series(ids[p][present], at, row[present], METRICS_SOURCE)
+                        pipe.watermarks.observe(METRICS_SOURCE, ts)  # a scrape of nothing moves time too
                 for alerts in fleet.advance():
                     writer.write(Output(alerts=alerts), ts)
                 if n == 0:
@@ -255,6 +257,22 @@ def replay_columnar(
     for p, processor in enumerate(processors):
         writer.write(processor.process([], rest[p], (), drain=True), last + 15.0)
     return n
+
+
+def _reintern_expired(
+    reg: SeriesRegistry,
+    ids: NDArray[np.int64],
+    present: NDArray[np.bool_],
+    cols: NDArray[np.int64],
+    names: list[str],
+    labels: list[dict[str, str]],
+) -> None:
+    """Series of these columns that expired while silent and report again are new series, as a record
+    of them would make them (`SeriesRegistry.intern`): their ids in `ids` are replaced in place."""
+    back = np.flatnonzero(present & (ids >= 0) & (reg.last_seen[np.maximum(ids, 0)] == np.inf))
+    if len(back):
+        col = cols[back].tolist()
+        ids[back] = reg.intern_many([names[c] for c in col], [labels[c] for c in col])
 
 
 def _chunks(paths: list[Path]) -> Iterator[tuple[NDArray[np.float64], NDArray[np.float64]]]:

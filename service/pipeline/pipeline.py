@@ -35,6 +35,7 @@ from prexid.service.pipeline.xid_alerts import XidAlerts
 from prexid.service.pipeline.xid_field import FIELD, XidField
 from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, Signal, XidEvent
 
+EXPIRY_SWEEP_S = 300.0  # event seconds between sweeps for expired series (a quarter of a shorter TTL)
 BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the node reboots
 REBOOT_MIN_S = 60.0  # a smaller move is the kernel's boot-time jitter, not a reboot
 
@@ -55,6 +56,7 @@ class PipelineConfig:
     # a kernel line and a DCGM Xid field change this close in event time, same GPU and code, are one Xid
     xid_twin_window_s: float = 300.0
     max_series: int = 2_000_000
+    series_ttl_s: float = 3600.0  # a series not seen for this long (event time) expires, its id recycled
     repeat_offender_failures: float = 2.5  # decayed failures: about three within days
     repeat_offender_half_life_s: float = 7 * 86400.0
     # a cluster-wide shift must outlast routine ones: a checkpoint's NFS burst (about three minutes), a
@@ -98,7 +100,7 @@ class Pipeline:
         self._released = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # by `release`
         self._start, self._released_to = 0, -np.inf  # first not yet scored; event time released to
         self.samples_seen = 0
-        self.registered = 0  # series the detectors have been told about (ids below this)
+        self.next_expiry = -np.inf  # event time of the next sweep for expired series
         self.xid_alerts = XidAlerts(
             self.alert_book,
             self.registry,
@@ -141,18 +143,24 @@ class Pipeline:
         limit, dropped). Series interned since the last call are registered with the detectors here,
         so callers may intern one at a time and hand over whole columns."""
         reg = self.registry
-        if len(reg) > self.registered:
-            new = np.arange(self.registered, len(reg), dtype=np.int64)
+        self._register_new()
+        if len(ids):
+            kept = ids >= 0
+            reg.touch(ids[kept], ts[kept])  # buffered: not expired before it is scored
+            self.buffer.add(ids[kept], ts[kept], values[kept])
+            self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
+
+    def _register_new(self) -> None:
+        """Tell the detectors and fusion about the series interned since the last call."""
+        reg = self.registry
+        if reg.placed:
+            new = reg.take_placed()
             self.bank.set_kinds(new, reg.kind_of[new])
             self._set_groups(new)
             self.fusion.ensure(len(reg.entities))
             self.fusion.parent[: len(reg.entities)] = reg.parent_of
             self.fusion.add_series(reg.entity_of[new], reg.family_of[new])
-            self.registered = len(reg)
-        if len(ids):
-            kept = ids >= 0
-            self.buffer.add(ids[kept], ts[kept], values[kept])
-            self.watermarks.observe(source, float(np.nanmax(ts)) if np.isfinite(ts).any() else np.nan)
+            reg.touch(new, np.full(len(new), self.watermark))  # interned now, whether or not a sample stays
 
     def advance(self, drain: bool = False) -> list[Alert]:
         """Score released samples in event-time order, evaluating every tick the watermark passed, the
@@ -205,6 +213,9 @@ class Pipeline:
         """Second half: fuse under `verdict` (own or fleet-wide) and step the lifecycles; then on to the
         next tick, jumping over ticks with no data (the fusion layer ages held evidence across the gap)."""
         alerts = self._evaluate(self.next_tick, verdict)
+        if self.next_tick >= self.next_expiry:
+            self.expire(self.next_tick - self.config.series_ttl_s)
+            self.next_expiry = self.next_tick + min(EXPIRY_SWEEP_S, self.config.series_ttl_s / 4)
         ts, step = self._released[1], self.config.fusion.step_s
         upcoming = ts[self._start] if self._start < len(ts) else self._released_to
         self.next_tick = max(self.next_tick + step, float(np.floor(upcoming / step) * step))
@@ -249,6 +260,34 @@ class Pipeline:
             )
         return alerts
 
+    def expire(self, cutoff: float) -> NDArray[np.int64]:
+        """Expire the series last seen before event time `cutoff` (`SeriesRegistry.expiring`) and reset
+        everything kept per series id, so the ids go to new series clean: the detectors' rows (the
+        bank's `forget`), fusion's series counts and top series, DCGM's Xid field state and the
+        boot-time watch, their peer groups' membership. Their samples are all scored: a buffered sample
+        keeps its series seen."""
+        self._register_new()  # interned, not yet registered: registered first, then judged like any
+        reg, fusion = self.registry, self.fusion
+        gone = reg.expiring(cutoff)
+        if not len(gone):
+            return gone
+        ent, fam = reg.entity_of[gone], reg.family_of[gone]  # before the registry forgets the family
+        reg.expire(gone)
+        self.peer_groups.release(
+            np.nan_to_num(self.bank.peer.state.read("group", gone), nan=-1.0).astype(np.int64)
+        )
+        self.bank.forget(gone)
+        fusion.add_series(ent, fam, -1)
+        known = fam < fusion.present.shape[1]
+        empty = fusion.n_series[ent[known], fam[known]] <= 0
+        fusion.present[ent[known][empty], fam[known][empty]] = False  # no series of the family left there
+        top = fusion.top_series
+        top[np.isin(top, gone)] = -1
+        self.xid_field.forget(gone)
+        inside = gone[gone < len(self.boot_time)]
+        self.boot_time[inside], self.boot_last[inside] = False, np.nan
+        return gone
+
     def _field_xids(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
         """The Xids DCGM's Xid field shows (`xid_field.py`), as the kernel's are: one alert per burst,
         a kernel line for the same Xid its twin."""
@@ -292,12 +331,16 @@ class Pipeline:
             boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node, field)
         self.bank.watch_work_rate(new[work_rate])
-        self._append_boot_time(boot)
+        self._set_boot_time(new, boot)
 
-    def _append_boot_time(self, boot: NDArray[np.bool_]) -> None:
-        """Which of the next series (ids in order) are a node's boot time, their last value not seen yet."""
-        self.boot_time = np.concatenate([self.boot_time, boot])
-        self.boot_last = np.concatenate([self.boot_last, np.full(len(boot), np.nan)])
+    def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:
+        """Which of these series are a node's boot time, their last value not seen yet."""
+        n = self.registry.id_space()
+        if n > len(self.boot_time):
+            grow = n - len(self.boot_time)
+            self.boot_time = np.concatenate([self.boot_time, np.zeros(grow, dtype=bool)])
+            self.boot_last = np.concatenate([self.boot_last, np.full(grow, np.nan)])
+        self.boot_time[ids], self.boot_last[ids] = boot, np.nan
         self.watches_boot = self.watches_boot or bool(boot.any())
 
     def _watch_reboots(
@@ -439,6 +482,7 @@ class Pipeline:
         arrays |= {  # scalars that may be infinite travel here, not in JSON
             "fused_scores": self.fused_scores,
             "next_tick": np.array([self.next_tick]),
+            "next_expiry": np.array([self.next_expiry]),
             "cluster_score": np.array([self.cluster_alerts.score]),
         }
         return meta, arrays
@@ -453,7 +497,6 @@ class Pipeline:
             return {k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(prefix + "_")}
 
         self.registry.restore(meta["registry"], part("reg"), keys)
-        self.registered = len(self.registry)  # the bank's snapshot carries their kinds and groups
         self.bank.restore(bank)
         self.fusion.restore_arrays(part("fusion"))
         self.lifecycle.restore_arrays(part("lifecycle"))
@@ -464,6 +507,7 @@ class Pipeline:
             self.budget.restore_arrays(part("budget"))
         self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
         self.next_tick = float(arrays["next_tick"][0])
+        self.next_expiry = float(arrays["next_expiry"][0])
         self.cluster_alerts.score = float(arrays["cluster_score"][0])
         self.watermarks.restore_meta(meta)
         self.alert_book.restore_meta(meta)
@@ -474,10 +518,10 @@ class Pipeline:
         self.ledger.restore_meta(meta)
         self.boot_time, self.boot_last, self.watches_boot = np.zeros(0, dtype=bool), np.zeros(0), False
         reg = self.registry  # the bank's snapshot carries groups, not which series are boot times
-        boot = [
-            is_boot_time(reg.series(s)[0], reg.entities[int(reg.entity_of[s])].gpu) for s in range(len(reg))
-        ]
-        self._append_boot_time(np.array(boot, dtype=bool))
+        live = np.array([s for s, key in enumerate(reg.keys) if key], dtype=np.int64)
+        gpu_of = [reg.entities[int(reg.entity_of[s])].gpu for s in live.tolist()]
+        boot = [is_boot_time(reg.series(s)[0], gpu) for s, gpu in zip(live.tolist(), gpu_of, strict=True)]
+        self._set_boot_time(live, np.array(boot, dtype=bool))
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

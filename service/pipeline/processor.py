@@ -236,7 +236,9 @@ class Processor:
             self.pipeline.add_series(ids, ts, values, source)
         self.telemetry.messages_decoded.labels("metrics").inc(decoded)
         self.pipeline.watermarks.set_backlogged(set(backlogged))
+        expired_before = self.pipeline.registry.expired
         out.alerts.extend(self.pipeline.advance(drain))
+        self.telemetry.series_expired.inc(self.pipeline.registry.expired - expired_before)
         out.events = self._kernel_events(lines, origins, drain, now, out)
         fresh = [_as_xid(ev) for ev in out.events if isinstance(ev, XidEvent | GpuOffBusEvent)]
         self.held_xids += fresh

@@ -8,6 +8,12 @@ A series is stored once, as its canonical key: compact JSON bytes of the name an
 (a label dict per series cost ~1 KiB at a million series). Lookups go through aliases first: the
 series as a producer spells it (the raw bytes a decoder saw, or name and labels in arrival order),
 so the canonical key is built only the first time a spelling is seen.
+
+Series expire: `expire(expiring(cutoff))` drops every series last seen (`touch`, in event time)
+before `cutoff`, its key, aliases and slot in the limit, and keeps its id on a free list for the next
+new series, so label churn (`pod`, `container`) neither fills the limit nor grows the per-series
+arrays. Callers reset whatever else they keep per id (the pipeline does: `Pipeline.expire`) before the
+id is given out again.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
+from prexid.detectors.base import rows
 from prexid.detectors.signals import FALLS_WITH_LOAD, Family, Kind, spec_for
 from prexid.service.decode.common import HOST_LABELS
 from prexid.service.decode.xid import normalise_pci
@@ -89,7 +96,7 @@ class SeriesBudget:
 class SeriesRegistry:
     max_series: int = 2_000_000
     budget: SeriesBudget | None = None  # the process's limit, when shards share one
-    keys: list[bytes] = field(default_factory=list)  # series id -> canonical key
+    keys: list[bytes] = field(default_factory=list)  # series id -> canonical key (b"": a free id)
     ids: dict[bytes, int] = field(default_factory=dict)  # canonical key -> series id
     aliases: dict[Hashable, int] = field(default_factory=dict)  # a producer's spelling -> series id
     entity_of: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -105,17 +112,27 @@ class SeriesRegistry:
     # them and PromQL join them with dcgm-exporter's series
     dcgm_of: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     refused: int = 0
+    # event time each series was last seen (+inf on a free id: never expires again)
+    last_seen: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    free: list[int] = field(default_factory=list)  # expired ids, the next new series' (last first)
+    placed: list[int] = field(default_factory=list)  # ids given to new series since `take_placed`
+    expired: int = 0
 
     def __post_init__(self) -> None:
         if self.budget is not None:
             self.budget.registries.add(self)
 
     def __len__(self) -> int:
+        """Series held now (expired ones left; their ids wait on the free list)."""
+        return len(self.ids)
+
+    def id_space(self) -> int:
+        """Ids handed out so far: every per-series array is indexed below this."""
         return len(self.keys)
 
     def full(self) -> bool:
         """Whether a new series would pass the limit: this registry's, or its process's."""
-        if len(self.keys) >= self.max_series:
+        if len(self.ids) >= self.max_series:
             return True
         return self.budget is not None and self.budget.used() >= self.budget.limit
 
@@ -128,6 +145,7 @@ class SeriesRegistry:
             "dcgm_of": [[eid, *labels] for eid, labels in self.dcgm_of.items()],
             "parent_of": self.parent_of,
             "refused": self.refused,
+            "expired": self.expired,
         }
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
@@ -138,6 +156,8 @@ class SeriesRegistry:
             "family_of": self.family_of,
             "kind_of": self.kind_of,
             "falls_with_load": self.falls_with_load,
+            "last_seen": self.last_seen,
+            "free": np.array(self.free, dtype=np.int64),
         }
 
     def restore(self, meta: dict[str, Any], arrays: dict[str, NDArray[np.generic]], keys: memoryview) -> None:
@@ -145,7 +165,17 @@ class SeriesRegistry:
         series' first message after a restore is decoded in full."""
         ends = arrays["key_ends"].tolist()
         self.keys = [keys[start:end].tobytes() for start, end in zip([0, *ends], ends, strict=False)]
-        self.ids = {k: i for i, k in enumerate(self.keys)}
+        self.ids = {k: i for i, k in enumerate(self.keys) if k}
+        self.last_seen = arrays["last_seen"].astype(np.float64, copy=False)
+        self.free = [int(i) for i in arrays["free"].tolist()]
+        free_ok = all(0 <= i < len(self.keys) and not self.keys[i] for i in self.free)
+        if (
+            not free_ok
+            or len(set(self.free)) + len(self.ids) != len(self.keys)
+            or len(self.last_seen) < len(self.keys)
+        ):
+            raise ValueError("series keys, last-seen times and free ids do not add up")
+        self.placed = []
         self.entity_of = arrays["entity_of"].astype(np.int64, copy=False)
         self.family_of = arrays["family_of"].astype(np.uint8, copy=False)
         self.kind_of = arrays["kind_of"].astype(np.uint8, copy=False)
@@ -157,6 +187,7 @@ class SeriesRegistry:
         self.dcgm_of = {int(eid): (str(h), str(u), str(pci)) for eid, h, u, pci in meta.get("dcgm_of", [])}
         self.parent_of = [int(e) for e in meta["parent_of"]]
         self.refused = int(meta["refused"])
+        self.expired = int(meta["expired"])
 
     def series(self, sid: int) -> tuple[str, dict[str, str]]:
         """Name and labels of a series (decoded from its key: alerts and registration need them, not
@@ -193,9 +224,14 @@ class SeriesRegistry:
             if self.full():
                 self.refused += 1
                 return -1
-            sid = self.ids[key] = len(self.keys)
-            self.keys.append(key)
+            if self.free:
+                sid = self.ids[key] = self.free.pop()
+                self.keys[sid] = key
+            else:
+                sid = self.ids[key] = len(self.keys)
+                self.keys.append(key)
             self._place(sid, name, labels)
+            self.placed.append(sid)
         if len(self.aliases) < 2 * self.max_series:
             self.aliases[alias] = sid
         return sid
@@ -214,10 +250,61 @@ class SeriesRegistry:
             self.family_of = np.resize(self.family_of, cap)
             self.kind_of = np.resize(self.kind_of, cap)
             self.falls_with_load = np.resize(self.falls_with_load, cap)
+            self.last_seen = np.resize(self.last_seen, cap)
+        self.last_seen[sid] = -np.inf  # not seen until a sample of it is buffered (`touch`)
         self.entity_of[sid] = eid
         self.family_of[sid] = spec.family if spec else NO_FAMILY
         self.kind_of[sid] = spec.kind if spec else Kind.IGNORED
         self.falls_with_load[sid] = name in FALLS_WITH_LOAD
+
+    def take_placed(self) -> NDArray[np.int64]:
+        """Ids given to new series since the last call (fresh or recycled), for the detectors to learn."""
+        out = np.array(self.placed, dtype=np.int64)
+        self.placed.clear()
+        return out
+
+    def touch(self, ids: NDArray[np.int64], ts: NDArray[np.float64]) -> None:
+        """These series were seen at these event times (NaN times: not seen)."""
+        ok = (ids >= 0) & np.isfinite(ts)
+        if len(ids) and ok.all() and bool((ids[1:] > ids[:-1]).all()):  # distinct: one gather, one write
+            at = rows(ids)  # a slice for a run of ids (a scrape in registry order): no gather at all
+            if isinstance(at, slice):
+                view = self.last_seen[at]
+                np.maximum(view, ts, out=view)
+            else:
+                self.last_seen[at] = np.maximum(self.last_seen[at], ts)
+        elif ok.any():
+            np.maximum.at(self.last_seen, ids[ok], ts[ok])
+
+    def expiring(self, cutoff: float) -> NDArray[np.int64]:
+        """The series last seen before `cutoff` (event time): one comparison over the last-seen column."""
+        return np.flatnonzero(self.last_seen[: len(self.keys)] < cutoff).astype(np.int64)
+
+    def expire(self, gone: NDArray[np.int64]) -> None:
+        """Drop these series (`expiring`): keys, aliases (purged by one gather over their ids), their
+        slot in the limit; their ids go on the free list. The caller resets its own per-id state before
+        the next `intern`."""
+        if not len(gone):
+            return
+        n = len(self.keys)
+        for sid in gone.tolist():
+            del self.ids[self.keys[sid]]
+            self.keys[sid] = b""
+        if self.aliases:
+            dead = np.zeros(n, dtype=bool)
+            dead[gone] = True
+            sids = np.fromiter(self.aliases.values(), dtype=np.int64, count=len(self.aliases))
+            hit = np.flatnonzero(dead[sids])
+            if len(hit):
+                spellings = list(self.aliases)
+                for i in hit.tolist():
+                    del self.aliases[spellings[i]]
+        self.family_of[gone] = NO_FAMILY
+        self.kind_of[gone] = Kind.IGNORED
+        self.falls_with_load[gone] = False
+        self.last_seen[gone] = np.inf
+        self.free.extend(gone[::-1].tolist())  # the lowest id is given out first
+        self.expired += len(gone)
 
     def _learn_gpu(self, eid: int, node: str, labels: dict[str, str]) -> None:
         """DCGM labels tell which PCI bus id and UUID each (node, gpu index) has."""

@@ -67,6 +67,11 @@ class XidField:
             self.sids, self.last, self.last_ts = sids, last, last_ts
         return np.searchsorted(self.sids, ids)
 
+    def forget(self, ids: NDArray[np.int64]) -> None:
+        """Expired series leave (their ids go to new series, which start with no code seen)."""
+        keep = ~np.isin(self.sids, ids)
+        self.sids, self.last, self.last_ts = self.sids[keep], self.last[keep], self.last_ts[keep]
+
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {"sids": self.sids, "last": self.last, "last_ts": self.last_ts}
 

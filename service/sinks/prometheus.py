@@ -357,6 +357,11 @@ class Telemetry:
             "New series refused by the cardinality limit",
             registry=registry,
         )
+        self.series_expired = Counter(
+            "prexid_series_expired",
+            "Series dropped after PREXID_DETECTION__SERIES_TTL_S of event time without a sample",
+            registry=registry,
+        )
         self.batch_seconds = Histogram(
             "prexid_batch_duration_seconds", "Time to process one consumed batch", registry=registry
         )
