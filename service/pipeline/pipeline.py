@@ -24,7 +24,7 @@ from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from prexid.detectors.peer import PeerGroups
 from prexid.detectors.rate_limit import RateLimiter
-from prexid.detectors.signals import Family, Kind
+from prexid.detectors.signals import DECISIVE_METRICS, Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
@@ -37,6 +37,7 @@ from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, S
 
 BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the node reboots
 REBOOT_MIN_S = 60.0  # a smaller move is the kernel's boot-time jitter, not a reboot
+DECISIVE_P = 1e-3  # a row-remap field's rise this rare in the fleet's history pages alone
 
 
 def is_boot_time(name: str, gpu: int | None) -> bool:
@@ -111,6 +112,7 @@ class Pipeline:
         self.boot_time = np.zeros(0, dtype=bool)  # series that are a node's boot time (reboots)
         self.boot_last = np.zeros(0)  # their last value
         self.watches_boot = False
+        self.decisive = np.zeros(0, dtype=bool)  # series whose rise is a page by itself (row remaps)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -238,6 +240,7 @@ class Pipeline:
             fam[scored],
             self.registry.kind_of[ids[scored]] == Kind.ERROR_COUNTER,
         )
+        self._latch_decisive(ids, ts, ev.p)
         if ev.fail_slow_p is not None and (behind := ev.fail_slow_p < 1.0).any():
             n = int(behind.sum())
             self.fusion.ingest(
@@ -248,6 +251,18 @@ class Pipeline:
                 np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
             )
         return alerts
+
+    def _latch_decisive(self, ids: np.ndarray, ts: np.ndarray, p: np.ndarray) -> None:
+        """Row remaps pending or failed, that the fleet does not routinely show (p <= DECISIVE_P): each
+        pages alone (`Fusion.latch`)."""
+        known = ids < len(self.decisive)
+        hit = known & (p <= DECISIVE_P)
+        if not hit.any():
+            return
+        hit[hit] = self.decisive[ids[hit]]
+        if hit.any():
+            reg = self.registry
+            self.fusion.latch(reg.entity_of[ids[hit]], reg.family_of[ids[hit]], ts[hit])
 
     def _field_xids(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
         """The Xids DCGM's Xid field shows (`xid_field.py`), as the kernel's are: one alert per burst,
@@ -293,6 +308,9 @@ class Pipeline:
         self.bank.set_groups(new, peer, node, field)
         self.bank.watch_work_rate(new[work_rate])
         self._append_boot_time(boot)
+        self.decisive = np.concatenate(
+            [self.decisive, [reg.series(s)[0] in DECISIVE_METRICS for s in new.tolist()]]
+        )
 
     def _append_boot_time(self, boot: NDArray[np.bool_]) -> None:
         """Which of the next series (ids in order) are a node's boot time, their last value not seen yet."""
@@ -478,6 +496,7 @@ class Pipeline:
             is_boot_time(reg.series(s)[0], reg.entities[int(reg.entity_of[s])].gpu) for s in range(len(reg))
         ]
         self._append_boot_time(np.array(boot, dtype=bool))
+        self.decisive = np.array([reg.series(s)[0] in DECISIVE_METRICS for s in range(len(reg))], dtype=bool)
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:
