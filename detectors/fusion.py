@@ -48,6 +48,9 @@ class FusionConfig:
     hard_error_cap: float = 10.0
     sustain_ticks: int = 4
     sustain_surprise: float = 4.0
+    # A decisive event (a row remap pending or failed: `signals.DECISIVE_METRICS`) holds its family at the
+    # hard-error cap, sustained, for this long: one counter step is a page by itself.
+    decisive_hold_s: float = 600.0
     # A family voting on several entities of one level (GPUs, or nodes) at once has a shared cause: at
     # least `shared_min_votes` of that level and `shared_share` of those carrying it. Hysteresis: it
     # stays shared until votes fall below half of that.
@@ -103,6 +106,7 @@ class Fusion:
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # surprising evidence, fresh, in a row
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
+        self.latched_at = np.full((0, N_FAMILIES), -np.inf)  # the last decisive event per cell (`latch`)
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.n_series = np.zeros((0, N_FAMILIES), dtype=np.int64)  # ... and how many (`add_series`)
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
@@ -130,6 +134,7 @@ class Fusion:
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
+        self.latched_at = np.vstack([self.latched_at, np.full((grow, N_FAMILIES), -np.inf)])
 
     def add_series(self, entity: Ids, family: NDArray[np.uint8], count: int = 1) -> None:
         """Count newly registered series per (entity, family) (`count=-1`: expired ones leave); each also
@@ -165,6 +170,12 @@ class Fusion:
         self.top_rising.reshape(-1)[top] = up[won]
         self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
         self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
+
+    def latch(self, entity: Ids, family: NDArray[np.uint8], at: Floats) -> None:
+        """Decisive events (a row remap pending, failed, or for an uncorrectable error): their cells page
+        alone for `decisive_hold_s`, at the hard-error cap, as sustained hard errors do."""
+        if len(entity):
+            np.maximum.at(self.latched_at, (entity, family.astype(np.int64)), at)
 
     def evaluate(self, tick: float) -> Floats:
         """Fused score per entity at `tick`, judged on this fusion's own entities alone (one process
@@ -211,6 +222,13 @@ class Fusion:
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
         self.streak = self.sustain_streak()
+        latched = tick - self.latched_at <= cfg.decisive_hold_s
+        if latched.any():  # at the cap once the series count's correction is taken off
+            floor = cfg.hard_error_cap + np.log10(np.maximum(self.n_series, 1))
+            self.held = np.where(latched, np.maximum(self.held, floor), self.held)
+            self.streak = np.where(latched, np.maximum(self.streak, cfg.sustain_ticks), self.streak).astype(
+                np.int32
+            )
         self.fresh[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
         fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
@@ -339,6 +357,7 @@ class Fusion:
             "workload_shift_at": np.array([self.workload_shift_at]),
             "fresh": self.fresh,
             "streak": self.streak,
+            "latched_at": self.latched_at,
             "parent": self.parent,
             "at_tick": self.at_tick,
             "common_share": self.common_share,
@@ -362,6 +381,7 @@ class Fusion:
         self.workload_shift_at = float(arrays["workload_shift_at"][0])
         self.fresh = np.asarray(arrays["fresh"], dtype=np.float64)
         self.streak = np.asarray(arrays["streak"], dtype=np.int32)
+        self.latched_at = np.asarray(arrays["latched_at"], dtype=np.float64)
         self.parent = np.asarray(arrays["parent"], dtype=np.int64)
         self.at_tick = np.asarray(arrays["at_tick"], dtype=np.float64)
         self.common_share = np.asarray(arrays["common_share"], dtype=np.float64)

@@ -70,6 +70,19 @@ LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
 }
 
 
+# Rare hardware events that need action on their own: a row remap pending (the GPU needs a reset), a
+# remap that failed or a row remapped for an uncorrectable error (RMA territory). Healthy parts never
+# move them, so a rise the fleet does not routinely show pages alone (`Fusion.latch`), however weak
+# its statistical surprise; a fleet where one ticks often teaches its error-counter prior so.
+DECISIVE_METRICS = frozenset(
+    {
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    }
+)
+
+
 # Metrics that fall as the load (or the trouble) grows: memory still available, disk space left. Fusion
 # reads every movement as "busier" or "quieter", "worse" or "better", so theirs is read upside down.
 FALLS_WITH_LOAD = frozenset({"node_memory_MemAvailable_bytes", "node_filesystem_avail_bytes"})

@@ -24,7 +24,7 @@ from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from prexid.detectors.peer import PeerGroups
 from prexid.detectors.rate_limit import RateLimiter
-from prexid.detectors.signals import Family, Kind
+from prexid.detectors.signals import DECISIVE_METRICS, Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
@@ -38,6 +38,7 @@ from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, S
 EXPIRY_SWEEP_S = 300.0  # event seconds between sweeps for expired series (a quarter of a shorter TTL)
 BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the node reboots
 REBOOT_MIN_S = 60.0  # a smaller move is the kernel's boot-time jitter, not a reboot
+DECISIVE_P = 1e-3  # a row-remap field's rise this rare in the fleet's history pages alone
 
 
 def is_boot_time(name: str, gpu: int | None) -> bool:
@@ -113,6 +114,7 @@ class Pipeline:
         self.boot_time = np.zeros(0, dtype=bool)  # series that are a node's boot time (reboots)
         self.boot_last = np.zeros(0)  # their last value
         self.watches_boot = False
+        self.decisive = np.zeros(0, dtype=bool)  # series whose rise is a page by itself (row remaps)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -249,6 +251,7 @@ class Pipeline:
             fam[scored],
             self.registry.kind_of[ids[scored]] == Kind.ERROR_COUNTER,
         )
+        self._latch_decisive(ids, ts, ev.p)
         if ev.fail_slow_p is not None and (behind := ev.fail_slow_p < 1.0).any():
             n = int(behind.sum())
             self.fusion.ingest(
@@ -286,7 +289,20 @@ class Pipeline:
         self.xid_field.forget(gone)
         inside = gone[gone < len(self.boot_time)]
         self.boot_time[inside], self.boot_last[inside] = False, np.nan
+        self.decisive[gone[gone < len(self.decisive)]] = False
         return gone
+
+    def _latch_decisive(self, ids: np.ndarray, ts: np.ndarray, p: np.ndarray) -> None:
+        """Row remaps pending or failed, that the fleet does not routinely show (p <= DECISIVE_P): each
+        pages alone (`Fusion.latch`)."""
+        known = ids < len(self.decisive)
+        hit = known & (p <= DECISIVE_P)
+        if not hit.any():
+            return
+        hit[hit] = self.decisive[ids[hit]]
+        if hit.any():
+            reg = self.registry
+            self.fusion.latch(reg.entity_of[ids[hit]], reg.family_of[ids[hit]], ts[hit])
 
     def _field_xids(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
         """The Xids DCGM's Xid field shows (`xid_field.py`), as the kernel's are: one alert per burst,
@@ -321,6 +337,7 @@ class Pipeline:
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
+        decisive = np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
@@ -329,9 +346,18 @@ class Pipeline:
             field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
+            decisive[i] = name in DECISIVE_METRICS
         self.bank.set_groups(new, peer, node, field)
         self.bank.watch_work_rate(new[work_rate])
         self._set_boot_time(new, boot)
+        self._set_decisive(new, decisive)
+
+    def _set_decisive(self, ids: NDArray[np.int64], flags: NDArray[np.bool_]) -> None:
+        """Which of these series are row-remap fields, whose rare rise pages alone (`_latch_decisive`)."""
+        grow = self.registry.id_space() - len(self.decisive)
+        if grow > 0:
+            self.decisive = np.concatenate([self.decisive, np.zeros(grow, dtype=bool)])
+        self.decisive[ids] = flags
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:
         """Which of these series are a node's boot time, their last value not seen yet."""
@@ -522,6 +548,10 @@ class Pipeline:
         gpu_of = [reg.entities[int(reg.entity_of[s])].gpu for s in live.tolist()]
         boot = [is_boot_time(reg.series(s)[0], gpu) for s, gpu in zip(live.tolist(), gpu_of, strict=True)]
         self._set_boot_time(live, np.array(boot, dtype=bool))
+        self.decisive = np.zeros(0, dtype=bool)
+        self._set_decisive(
+            live, np.array([reg.series(s)[0] in DECISIVE_METRICS for s in live.tolist()], dtype=bool)
+        )
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

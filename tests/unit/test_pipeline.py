@@ -174,3 +174,36 @@ def test_memory_available_rising_reads_as_the_load_falling() -> None:
     node = pipe.registry.entity_id("node-00", None)
     assert pipe.fusion.recent_down[node, Family.HOST] >= 2.0
     assert pipe.fusion.recent_up[node, Family.HOST] < 2.0
+
+
+def _row_remap_fleet(rises: dict[int, list[tuple[int, str]]], hours: float = 6.0) -> list[Alert]:
+    """16 GPUs on 2 nodes, each with its SBE counter and the row-remap fields, scraped every 15 s for
+    `hours`; `rises` maps a scrape index to the (gpu, metric) counters that step up by one there."""
+    fields = ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING"]
+    counts = {(n, g, f): 0.0 for n in range(2) for g in range(8) for f in fields}
+    alerts: list[Alert] = []
+    pipe = Pipeline()
+    for k in range(int(hours * 240)):
+        for gpu, metric in rises.get(k, []):
+            counts[(gpu // 8, gpu % 8, metric)] += 1.0
+        batch = [
+            RawSample(f, {"Hostname": f"node-{n}", "gpu": str(g)}, 1_796_205_600.0 + 15 * k, v)
+            for (n, g, f), v in counts.items()
+        ]
+        alerts += pipe.ingest_samples(batch)
+    return alerts + pipe.advance(drain=True)
+
+
+def test_a_row_remap_pending_pages_alone_while_leaky_gpus_sbe_drip_does_not() -> None:
+    """Two of 16 GPUs leak an SBE every couple of hours: the fleet prior learns that, so their drip never
+    pages; a clean GPU whose ROW_REMAP_PENDING rises (once) pages by itself."""
+    sbe, pending = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING"
+    rises: dict[int, list[tuple[int, str]]] = {}
+    for k in range(100, 1440, 450):
+        rises.setdefault(k, []).append((3, sbe))
+        rises.setdefault(k + 200, []).append((12, sbe))
+    quiet = _row_remap_fleet(rises)
+    assert not [a for a in quiet if a.kind == "pre_xid" and a.status == "firing"]
+    rises.setdefault(1200, []).append((9, pending))
+    paged = [a for a in _row_remap_fleet(rises) if a.kind == "pre_xid" and a.status == "firing"]
+    assert [(a.node, a.gpu) for a in paged] == [("node-1", 1)]

@@ -253,3 +253,23 @@ def test_a_restored_pipeline_with_expired_series_equals_the_original() -> None:
     _, second = build(settings)
     snapshot.load(snapshot.dump(first, {}), second)
     assert differences(first.pipeline, second.pipeline) == []
+
+
+def test_an_id_recycled_from_a_row_remap_field_to_another_series_does_not_page_alone() -> None:
+    """Row-remap fields page alone on a rare rise (`Pipeline._latch_decisive`), a flag kept per series id:
+    the id's next holder must not inherit it, nor a remap field miss it in an id an ordinary series held."""
+    pending = "DCGM_FI_DEV_ROW_REMAP_PENDING"
+    labels = {"Hostname": "node-1", "gpu": "0", "pod": "a"}
+    pipe = Pipeline(PipelineConfig(series_ttl_s=1200.0))
+    t = T0
+    for _ in range(int(3600 / STEP)):
+        pipe.ingest_samples([*steady(t), RawSample(pending, labels, t, 0.0)])
+        t += STEP
+    remap = pipe.registry.ids[canonical_key(pending, labels)]
+    assert pipe.decisive[remap]
+    for _ in range(int(1800 / STEP)):  # the field stops reporting: its id is freed
+        pipe.ingest_samples(steady(t))
+        t += STEP
+    assert remap in pipe.registry.free and not pipe.decisive[remap]
+    pipe.ingest_samples([*steady(t), pod_power(t, "b", 300.0)])
+    assert sid_of(pipe, "b") == remap and not pipe.decisive[remap]
