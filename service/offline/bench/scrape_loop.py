@@ -1,6 +1,6 @@
 """A scrape loop against a replica's read API: clients asking `/metrics` and `/api/v1/scores` in turn, as
-fast as they are answered, each in a thread of its own (the GIL of the process that runs them, not the
-replica's), bounded in time and in requests.
+fast as they are answered (or `interval_s` apart), each in a thread of its own (the GIL of the process
+that runs them, not the replica's), bounded in time and in requests.
 
 What `prexid bench scrape` and the real-broker load test run beside a consuming `prexid run` process,
 to see whether serving the read API holds consumption back.
@@ -29,12 +29,19 @@ class Count:
 
 
 class ScrapeLoop:
-    """`clients` threads, each GETting `PATHS` in turn until `stop()`, `limit_s` or `max_requests`."""
+    """`clients` threads, each GETting `PATHS` in turn until `stop()`, `limit_s` or `max_requests`,
+    waiting `interval_s` after each answer (0: none)."""
 
     def __init__(
-        self, port: int, clients: int = 2, limit_s: float = 120.0, max_requests: int = 100_000
+        self,
+        port: int,
+        clients: int = 2,
+        limit_s: float = 120.0,
+        max_requests: int = 100_000,
+        interval_s: float = 0.0,
     ) -> None:
         self.base = f"http://127.0.0.1:{port}"
+        self.interval_s = interval_s
         self.limit_s = limit_s
         self.max_requests = max_requests
         self.count = Count()
@@ -80,3 +87,5 @@ class ScrapeLoop:
                         c.failed += 1
                         if len(c.errors) < 5:
                             c.errors.append(detail)
+                if self.interval_s:
+                    self._stop.wait(self.interval_s)
