@@ -6,12 +6,12 @@ a ratio to the same replica without, in one bounded run on a real broker.
    4 partitions;
 2. in rounds, a replica reads that backlog without a scrape loop, with one at 1/s (one client asking
    `/metrics` and `/api/v1/scores` in turn, 0.5 s apart: each path every second, 15 times a
-   Prometheus at its default interval) and with one flat out (`scrape_loop.ScrapeLoop`: 2 clients,
-   each asking again as soon as answered): records/s from the first poll past 10% of the backlog,
-   once the replica holds every partition, to the first past 80% (as `prexid bench e2e`), the CPU the
-   replica used there (the scrape clients run in this process and share the machine: records per CPU
-   second of the replica tells what serving costs it from what the clients take from it), and the
-   scrapes answered in that window;
+   Prometheus at its default interval) and with one flat out (2 clients, each asking again as soon as
+   answered); the loop (`scrape_loop`) is a process of its own: records/s from the first poll past 10%
+   of the backlog, once the replica holds every partition, to the first past 80% (as `prexid bench
+   e2e`), the CPU the replica used there (the loop's clients share the machine: records per CPU second
+   of the replica tells what serving costs it from what the clients take from it), and the scrapes
+   answered in that window;
 3. fresh topics get the first 2 scrapes (every entity's series created: the first one takes a replica
    seconds) and, once the replica has read them, the rest at half its rate without the loop (or as
    fast as this process sends, if slower), once without and once with the flat-out loop: the
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
 import uuid
 from typing import Any
@@ -40,7 +41,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from prexid.service.offline.bench import e2e_load as load
-from prexid.service.offline.bench.scrape_loop import Count, ScrapeLoop
+from prexid.service.offline.bench.scrape_loop import Count
 
 PARTITIONS = 4
 CLUSTERS = 128
@@ -70,12 +71,34 @@ async def serving(client: httpx.AsyncClient, replica: load.Replica) -> None:
         await asyncio.sleep(0.2)
 
 
-def start_loop(replica: load.Replica, mode: str) -> ScrapeLoop | None:
-    spec = MODES[mode]
-    if spec is None:
-        return None
-    clients, interval_s = spec
-    return ScrapeLoop(replica.port, clients, RUN_LIMIT_S, MAX_SCRAPES, interval_s).start()
+class LoopProcess:
+    """`scrape_loop` in a child process: its clients share the machine with the replica, as a
+    Prometheus would, but take no GIL from this process's producer and polls."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, replica: load.Replica, mode: str) -> LoopProcess | None:
+        spec = MODES[mode]
+        if spec is None:
+            return None
+        clients, interval_s = spec
+        args = [str(replica.port), str(clients), str(interval_s), str(RUN_LIMIT_S), str(MAX_SCRAPES)]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "prexid.service.offline.bench.scrape_loop",
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        return cls(proc)
+
+    async def stop(self) -> Count:
+        """Close its stdin: it stops its clients and says what they were answered."""
+        out, _ = await asyncio.wait_for(self.proc.communicate(), 60)
+        return Count(**orjson.loads(out.strip().splitlines()[-1]))
 
 
 def _window(count: Count, start: float, end: float) -> int:
@@ -88,14 +111,14 @@ async def throughput(bootstrap: str, topics: dict[str, str], total: int, mode: s
     [replica] = await load.start_replicas(load.replica_env(bootstrap, topics, group), 1)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    loop: ScrapeLoop | None = None
+    loop: LoopProcess | None = None
     start: tuple[float, float] | None = None
     end: tuple[float, float] | None = None
     cpu: list[float] = []
     try:
         async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=10.0) as client:
             await serving(client, replica)
-            loop = start_loop(replica, mode)
+            loop = await LoopProcess.start(replica, mode)
             grouped = False
             while end is None:
                 grouped = grouped or await load.group_size(admin, group) == 1
@@ -109,7 +132,7 @@ async def throughput(bootstrap: str, topics: dict[str, str], total: int, mode: s
                     cpu.append(load.cpu_seconds(replica.proc.pid))
                 await asyncio.sleep(POLL_S)
     finally:
-        count = await asyncio.to_thread(loop.stop) if loop is not None else Count()
+        count = await loop.stop() if loop is not None else Count()
         await admin.close()
         await load.stop_replicas([replica])
     if start is None or end is None or end[1] <= start[1]:
@@ -155,7 +178,7 @@ async def paced_lag(bootstrap: str, ticks: list[load.Tick], rate: float, mode: s
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await consumer.start()
     lag = Lag(consumer, topics, replica)
-    loop: ScrapeLoop | None = None
+    loop: LoopProcess | None = None
     lags: list[float] = []
     try:
         async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=10.0) as client:
@@ -165,7 +188,7 @@ async def paced_lag(bootstrap: str, ticks: list[load.Tick], rate: float, mode: s
             warm, paced = ticks[:WARM_TICKS], ticks[WARM_TICKS:]
             await load.produce(bootstrap, topics["metrics"], topics["logs"], warm, PARTITIONS)
             await lag.zero(client)
-            loop = start_loop(replica, mode)
+            loop = await LoopProcess.start(replica, mode)
             began = time.monotonic()
             sending = asyncio.create_task(
                 load.produce(bootstrap, topics["metrics"], topics["logs"], paced, PARTITIONS, rate)
@@ -178,7 +201,7 @@ async def paced_lag(bootstrap: str, ticks: list[load.Tick], rate: float, mode: s
             await lag.zero(client)
             drain_s = time.monotonic() - sent_at
     finally:
-        count = await asyncio.to_thread(loop.stop) if loop is not None else Count()
+        count = await loop.stop() if loop is not None else Count()
         await consumer.stop()
         await admin.close()
         await load.stop_replicas([replica])

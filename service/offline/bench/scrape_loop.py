@@ -8,11 +8,14 @@ to see whether serving the read API holds consumption back.
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 import httpx
+import orjson
 
 PATHS = ("/metrics", "/api/v1/scores")
 
@@ -25,7 +28,7 @@ class Count:
     failed: int = 0
     bytes: int = 0
     errors: list[str] = field(default_factory=list)  # the first few failures, to say what went wrong
-    answered_at: list[float] = field(default_factory=list)  # monotonic time of each 200
+    answered_at: list[float] = field(default_factory=list)  # monotonic time of each 200 (system-wide)
 
 
 class ScrapeLoop:
@@ -89,3 +92,23 @@ class ScrapeLoop:
                             c.errors.append(detail)
                 if self.interval_s:
                     self._stop.wait(self.interval_s)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m prexid.service.offline.bench.scrape_loop PORT CLIENTS INTERVAL_S LIMIT_S MAX_REQUESTS`:
+    the loop in a process of its own (so its clients take no GIL from whoever measures beside it) until
+    stdin closes or a bound is reached; then its `Count` as one JSON line."""
+    port, clients, interval_s, limit_s, max_requests = argv
+    loop = ScrapeLoop(int(port), int(clients), float(limit_s), int(max_requests), float(interval_s))
+    loop.start()
+    waiter = threading.Thread(target=sys.stdin.read, daemon=True)
+    waiter.start()
+    while waiter.is_alive() and any(t.is_alive() for t in loop._threads):
+        waiter.join(0.1)
+    count = loop.stop()
+    print(orjson.dumps(dataclasses.asdict(count)).decode(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
