@@ -97,7 +97,7 @@ class LoopProcess:
 
     async def stop(self) -> Count:
         """Close its stdin: it stops its clients and says what they were answered."""
-        out, _ = await asyncio.wait_for(self.proc.communicate(), 60)
+        out, _ = await asyncio.wait_for(self.proc.communicate(b""), 60)  # b"": closes stdin
         return Count(**orjson.loads(out.strip().splitlines()[-1]))
 
 
