@@ -46,9 +46,10 @@ class LagProbe:
         try:
             async with httpx.AsyncClient(timeout=10.0) as client:
                 while True:
+                    at = time.monotonic()
                     read = await self.replica.consumed(client)  # before the ends: never a negative lag
                     written = sum((await consumer.end_offsets(self.tps)).values())
-                    self.samples.append((time.monotonic(), written - read))
+                    self.samples.append((at, written - read))
                     await asyncio.sleep(0.2)
         finally:
             await consumer.stop()
@@ -57,7 +58,8 @@ class LagProbe:
         return self.samples[-1][1] if self.samples else float("inf")
 
     async def drained(self, since: float, what: str) -> None:
-        """Lag 0 in a sample taken after `since` (so not one from before the backlog was written)."""
+        """Lag 0 in a sample begun after `since`, when the last record was written (a sample from before
+        or during the writing may be 0 before the records land)."""
         await eventually(
             lambda: any(t > since and lag == 0 for t, lag in self.samples), limit_s=DRAIN_S, what=what
         )
@@ -84,9 +86,8 @@ async def test_a_scrape_loop_against_the_read_api_does_not_hold_the_consumer_bac
         await eventually(lambda: proc.owned == {0, 1}, limit_s=60, what="both partitions owned")
 
         # without the loop: the first half, read to the end
-        since = time.monotonic()
         await load.produce(kafka_bootstrap, topics["metrics"], topics["logs"], half[0], PARTITIONS)
-        await probe.drained(since, "drained backlog without the scrape loop")
+        await probe.drained(time.monotonic(), "drained backlog without the scrape loop")
         await _committed(kafka_bootstrap, kafka_group, inputs)
 
         # with the loop: started first, answered before the backlog is written, kept up all along
@@ -94,7 +95,7 @@ async def test_a_scrape_loop_against_the_read_api_does_not_hold_the_consumer_bac
         await eventually(lambda: scraper.count.answered >= 2, what="a first scrape answered")
         since = time.monotonic()
         await load.produce(kafka_bootstrap, topics["metrics"], topics["logs"], half[1], PARTITIONS)
-        await probe.drained(since, "drained backlog with the scrape loop")
+        await probe.drained(time.monotonic(), "drained backlog with the scrape loop")
         drained = time.monotonic()
         backlog = [lag for t, lag in probe.samples if since < t < drained]
         count = scraper.stop()

@@ -41,9 +41,8 @@ def port() -> Iterator[int]:
 
 def test_the_loop_stops_at_its_request_bound_and_counts_answers_and_failures(port: int) -> None:
     loop = ScrapeLoop(port, clients=2, limit_s=60.0, max_requests=40).start()
-    for t in loop._threads:  # no stop(): the request bound alone ends the clients
-        t.join(30)
-        assert not t.is_alive()
+    loop.join(30)  # no stop(): the request bound alone ends the clients
+    assert not loop.running()
     count = loop.count
     assert count.answered + count.failed == 40
     assert 16 <= count.answered <= 24  # the clients alternate the two paths
@@ -55,7 +54,6 @@ def test_the_loop_stops_at_its_request_bound_and_counts_answers_and_failures(por
 
 def test_the_loop_stops_at_its_time_bound() -> None:
     loop = ScrapeLoop(1, clients=1, limit_s=0.3, max_requests=10**9, interval_s=0.05).start()
-    for t in loop._threads:
-        t.join(30)
-        assert not t.is_alive()
+    loop.join(30)
+    assert not loop.running()
     assert loop.count.answered == 0 and loop.count.failed > 0  # port 1: refused, counted, retried

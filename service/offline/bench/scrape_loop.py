@@ -58,6 +58,15 @@ class ScrapeLoop:
             t.start()
         return self
 
+    def running(self) -> bool:
+        """Whether any client still asks (each ends at `stop()` or a bound)."""
+        return any(t.is_alive() for t in self._threads)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for the clients to end by themselves (a bound), at most `timeout_s` each."""
+        for t in self._threads:
+            t.join(timeout_s)
+
     def stop(self) -> Count:
         self._stop.set()
         for t in self._threads:
@@ -103,7 +112,7 @@ def main(argv: list[str]) -> int:
     loop.start()
     waiter = threading.Thread(target=sys.stdin.read, daemon=True)
     waiter.start()
-    while waiter.is_alive() and any(t.is_alive() for t in loop._threads):
+    while waiter.is_alive() and loop.running():
         waiter.join(0.1)
     count = loop.stop()
     print(orjson.dumps(dataclasses.asdict(count)).decode(), flush=True)
