@@ -50,7 +50,7 @@ class Fleet:
             tick = min(t for t, _ in due)
             ticking = [i for t, i in due if t == tick]
             if len(self.pipelines) > 1:
-                self._join_peers(tick, ticking)
+                self._join_peers(ticking)
             for i in ticking:
                 scored, self.latest[i] = self.pipelines[i].summarise_tick()
                 alerts[i] += scored
@@ -59,18 +59,25 @@ class Fleet:
             self.shared = verdict.shared_levels()
             for i in ticking:
                 alerts[i] += self.pipelines[i].conclude_tick(verdict)
+        settling = [i for i, pipe in enumerate(self.pipelines) if pipe.unsettled()]
+        if len(self.pipelines) > 1 and settling:  # samples past the last tick (the first scrape's)
+            self._join_peers(settling, settle=True)
         for pipe, mine in zip(self.pipelines, alerts, strict=True):
             mine += pipe.settle()
             pipe.ledger.observe(mine)
         return alerts
 
-    def _join_peers(self, tick: float, ticking: list[int]) -> None:
-        """Node peer groups over the fleet: every ticking partition sketches its node values at the
-        tick before any scores, and each judges its nodes with the others' (a partition with no data
-        at this tick counts with its last sketch while that is fresh)."""
-        for i in ticking:
-            self.sketches[i] = self.pipelines[i].peer_sketch()
+    def _join_peers(self, scoring: list[int], settle: bool = False) -> None:
+        """Node peer groups over the fleet: every partition about to score sketches its node values as
+        they will be once scored, before any scores, and each judges its nodes with the others' (a
+        partition with no data now counts with its last sketch while that is fresh)."""
+        for i in scoring:
+            self.sketches[i] = self.pipelines[i].peer_sketch(settle)
         fresh_s = self.pipelines[0].bank.peer.fresh_s
-        for i in ticking:
-            others = [s for j, s in enumerate(self.sketches) if j != i and s and s.tick >= tick - fresh_s]
+        for i in scoring:
+            mine = self.sketches[i]
+            assert mine is not None
+            others = [
+                s for j, s in enumerate(self.sketches) if j != i and s and s.tick >= mine.tick - fresh_s
+            ]
             self.pipelines[i].join_peers(outside(others))

@@ -195,18 +195,24 @@ class Pipeline:
             return self.next_tick
         return None
 
-    def peer_sketch(self) -> PeerSketch:
-        """This partition's node values per node peer group as they will be at the `due` tick, once
-        its samples are scored: what it tells the fleet's node peer groups (`detectors/fleet_peers`)."""
+    def peer_sketch(self, settling: bool = False) -> PeerSketch:
+        """This partition's node values per node peer group as they will be at the `due` tick (or, when
+        `settling`, after the samples past it), once scored: what it tells the fleet's node peer groups
+        (`detectors/fleet_peers`)."""
         ids, ts, values = self._released
-        end = int(np.searchsorted(ts, self.next_tick, side="right"))
+        end = len(ts) if settling else int(np.searchsorted(ts, self.next_tick, side="right"))
         ids, ts, values = ids[self._start : end], ts[self._start : end], values[self._start : end]
+        now = float(ts.max()) if settling and len(ts) else self.next_tick
         keys = self.peer_groups.fleet_keys()
         gauge = self.bank.kinds[ids] == Kind.GAUGE  # the peer detector's kind
         groups, vals = self.bank.peer.fresh_values(
-            ids[gauge], ts[gauge], values[gauge], self.next_tick, np.flatnonzero(keys >= 0)
+            ids[gauge], ts[gauge], values[gauge], now, np.flatnonzero(keys >= 0)
         )
-        return PeerSketch.of(self.next_tick, keys[groups], vals)
+        return PeerSketch.of(now, keys[groups], vals)
+
+    def unsettled(self) -> bool:
+        """Whether released samples past the last due tick wait for `settle`."""
+        return self._start < len(self._released[1])
 
     def join_peers(self, outside: Outside | None) -> None:
         """Judge node peer groups with the other partitions' values from now on (None: own nodes only)."""
