@@ -27,9 +27,10 @@ from numpy.typing import NDArray
 
 from prexid.detectors.base import Floats, Ids
 
-CAP = 16  # values per group and partition at most (order statistics beyond)
+CAP = 16  # values per group and partition at most (order statistics beyond); at most 255 (a byte)
 _KEY = np.dtype("<u4")
-_COUNT = np.dtype("<u2")
+_COUNT = np.dtype("<u4")  # nodes a group stands for
+_SIZE = np.dtype("u1")  # values stored for a group: at most CAP
 _VALUE = np.dtype("<f4")
 
 
@@ -50,7 +51,9 @@ class PeerSketch:
 
     @classmethod
     def of(cls, tick: float, keys: Ids, values: Floats, cap: int = CAP) -> PeerSketch:
-        """Sketch of (group key, value) pairs: each group's values sorted, capped at `cap`."""
+        """Sketch of (group key, value) pairs: each group's values sorted, capped at `cap` (<= 255)."""
+        if not 1 <= cap <= 255:
+            raise ValueError(f"a peer sketch keeps 1 to 255 values a group, not {cap}")
         keep = np.isfinite(values)
         v32: NDArray[np.float32] = values[keep].astype(np.float32)
         keys = keys[keep]
@@ -78,7 +81,7 @@ class PeerSketch:
         body = (
             self.keys.astype(_KEY).tobytes()
             + self.counts.astype(_COUNT).tobytes()
-            + sizes.astype(_COUNT).tobytes()
+            + sizes.astype(_SIZE).tobytes()
             + self.values.astype(_VALUE).tobytes()
         )
         return base64.b64encode(head + body).decode()
@@ -93,10 +96,10 @@ class PeerSketch:
         at = 4
         keys = np.frombuffer(raw[at : at + 4 * n], dtype=_KEY).astype(np.int64)
         at += 4 * n
-        counts = np.frombuffer(raw[at : at + 2 * n], dtype=_COUNT).astype(np.int64)
-        at += 2 * n
-        sizes = np.frombuffer(raw[at : at + 2 * n], dtype=_COUNT).astype(np.int64)
-        at += 2 * n
+        counts = np.frombuffer(raw[at : at + 4 * n], dtype=_COUNT).astype(np.int64)
+        at += 4 * n
+        sizes = np.frombuffer(raw[at : at + n], dtype=_SIZE).astype(np.int64)
+        at += n
         values = np.frombuffer(raw[at:], dtype=_VALUE).copy()
         if len(keys) != n or len(counts) != n or len(sizes) != n or len(values) != int(sizes.sum()):
             raise ValueError("peer sketch truncated or malformed")

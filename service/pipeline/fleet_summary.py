@@ -6,7 +6,7 @@ each one's score and its GPUs' (quantised to a byte: the dashboard draws 256 sha
 families voting on it and whether its pages are held for a shared cause. A quiet node costs nothing
 but its name and GPU indexes, sent every `NAMES_EVERY` ticks so the fleet view knows every node. The
 shard's firing alerts ride along only when they changed. The node values per node peer group
-(`detectors/fleet_peers.PeerSketch`, base64 of float32: 4 bytes a node and group, plus 8 a group)
+(`detectors/fleet_peers.PeerSketch`, base64 of float32: 4 bytes a node and group, plus 9 a group)
 make node-vs-node peers the fleet's. JSON (orjson) with short keys: readable with
 kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
 (tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
