@@ -31,6 +31,7 @@ from prexid.detectors.base import (
     pick,
     rows,
 )
+from prexid.detectors.fleet_peers import fleet_key
 from prexid.detectors.robust import RobustDeviation
 
 HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "nodename"})
@@ -55,6 +56,18 @@ class PeerGroups:
         self._free: list[int] = []
         self._nodes: dict[str, int] = {}
         self._fields: dict[str, int] = {}
+        self._fleet_keys: Ids | None = None  # cached; dropped whenever a group id changes hands
+
+    def fleet_keys(self) -> Ids:
+        """Each group id's fleet key (`fleet_peers.fleet_key`) if it is a node group, else -1 (a GPU
+        group, one node's GPUs, never spans partitions; a free id has no key)."""
+        if self._fleet_keys is None:
+            keys = np.full(len(self._keys), -1, dtype=np.int64)
+            for key, gid in self._groups.items():
+                if key[0] == "node":
+                    keys[gid] = fleet_key(key)
+            self._fleet_keys = keys
+        return self._fleet_keys
 
     def group_of(self, name: str, labels: dict[str, str], node: str, gpu: int | None) -> int:
         """The group of a new series (counted as its member)."""
@@ -71,6 +84,7 @@ class PeerGroups:
                 self._keys.append(key)
                 self._members.append(0)
             self._groups[key] = group
+            self._fleet_keys = None
         self._members[group] += 1
         return group
 
@@ -91,6 +105,7 @@ class PeerGroups:
                 del self._groups[key]
                 self._keys[group] = None
                 self._free.append(group)
+                self._fleet_keys = None
 
     def node_of(self, node: str) -> int:
         return self._nodes.setdefault(node, len(self._nodes))
@@ -115,6 +130,7 @@ class PeerGroups:
         self._keys = [None] * len(self._members)
         for key, group in self._groups.items():
             self._keys[group] = key
+        self._fleet_keys = None
         self._nodes = {str(k): int(v) for k, v in meta["peer_nodes"].items()}
         self._fields = {str(k): int(v) for k, v in meta["fleet_fields"].items()}
 
@@ -143,6 +159,8 @@ class PeerDeviation(ArrayState):
         self._width = 0  # every group's size when all groups are equal (the GPUs of a node), else 0
         self._layout: Index = self._order  # _order, as a slice when the groups lie in id order
         self._dirty = True
+        # other partitions' node values joined to this one's groups (`fleet_peers`): group id -> CSR
+        self._outside: tuple[Ids, Floats] | None = None  # (offsets by group id, values); None: local
 
     def set_groups(self, ids: Ids, groups: Ids) -> None:
         """Declare each series' peer group (-1: no peers, never scored)."""
@@ -184,12 +202,15 @@ class PeerDeviation(ArrayState):
         if self._width and 2 * len(ids) >= len(self._order):  # most groups touched: all of them at once
             median, spread, count = self._equal_group_stats(now)
             slot = np.maximum(group, 0)  # the stats' row is the group id
+            touched = np.arange(len(median), dtype=np.int64)
         else:
             touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
             median, spread, count = self._group_stats(touched, now)
             position = np.zeros(len(self._starts), dtype=np.int64)  # group id -> its row in `touched`
             position[touched] = np.arange(len(touched))
             slot = position[np.maximum(group, 0)]
+        if self._outside is not None:
+            self._join_outside(touched, now, median, spread, count)
         scored &= (count >= self.min_peers)[slot]  # per group first, then one gather per sample
         med, scale = median[slot], np.maximum(np.maximum(np.abs(median), spread), 1e-9)[slot]
         if scored.all():
@@ -202,6 +223,66 @@ class PeerDeviation(ArrayState):
             st["resid"][ids[scored]] = resid
             p[scored] = self.residuals.update(ids[scored], ts[scored], resid)
         return p
+
+    def set_outside(self, groups: Ids | None, values: Floats | None = None) -> None:
+        """Other partitions' values to judge each of these groups with, beside its own members
+        (`fleet_peers.Outside.for_groups`); None: every group its own members only (one partition)."""
+        if groups is None or values is None or not len(groups):
+            self._outside = None
+            return
+        n = max(int(groups.max()) + 1, len(self._starts) - 1)
+        order = np.argsort(groups, kind="stable")
+        offsets = np.searchsorted(groups[order], np.arange(n + 1)).astype(np.int64)
+        self._outside = (offsets, values[order])
+
+    def _join_outside(
+        self, rows_: Ids, now: float, median: Floats, spread: Floats, count: NDArray[np.int64]
+    ) -> None:
+        """Overwrite the stats of the rows whose group has outside values with those of the union."""
+        assert self._outside is not None
+        offsets, extra = self._outside
+        known = rows_ < len(offsets) - 1
+        size = np.zeros(len(rows_), dtype=np.int64)
+        size[known] = offsets[rows_[known] + 1] - offsets[rows_[known]]
+        at = np.flatnonzero(size)
+        if not len(at):
+            return
+        groups = rows_[at]
+        starts, ends = self._starts[groups], self._starts[groups + 1]
+        sizes = ends - starts
+        slot = np.repeat(np.arange(len(groups)), sizes)
+        offset = np.arange(len(slot)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        members = self._order[np.repeat(starts, sizes) + offset]
+        own = self.state["last"][members]
+        own = np.where(np.isfinite(own) & (self.state["last_ts"][members] >= now - self.fresh_s), own, np.nan)
+        lo, n_out = offsets[groups], size[at]
+        out_slot = np.repeat(np.arange(len(groups)), n_out)
+        out_off = np.arange(len(out_slot)) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+        theirs = extra[np.repeat(lo, n_out) + out_off]
+        m, sd, c = _stats(np.concatenate([slot, out_slot]), np.concatenate([own, theirs]), len(groups))
+        median[at], spread[at], count[at] = m, sd, c
+
+    def fresh_values(self, ids: Ids, ts: Floats, x: Floats, now: float, wanted: Ids) -> tuple[Ids, Floats]:
+        """The fresh latest values of the members of the `wanted` groups as they will be once this batch
+        is scored, by group (what a partition tells the fleet, `fleet_peers.PeerSketch`); the state is
+        left as it is."""
+        if len(ids):
+            self.state.ensure(int(ids.max()))
+        if self._dirty or len(self._group) < self.state.capacity:
+            self._index_groups()
+        want = np.zeros(len(self._starts), dtype=bool)
+        want[wanted[wanted < len(want)]] = True
+        members = self._order[want[self._group[self._order]]]
+        last, last_ts = self.state["last"][members].copy(), self.state["last_ts"][members].copy()
+        pos = np.full(self.state.capacity, -1, dtype=np.int64)
+        pos[members] = np.arange(len(members))
+        sel = np.flatnonzero((pos[ids] >= 0) & np.isfinite(x) & np.isfinite(ts))
+        sel = sel[np.argsort(ts[sel], kind="stable")]  # the latest sample of a series is written last
+        at = pos[ids[sel]]
+        newer = ts[sel] >= last_ts[at]
+        last[at[newer]], last_ts[at[newer]] = x[sel][newer], ts[sel][newer]
+        fresh = np.isfinite(last) & (last_ts >= now - self.fresh_s)
+        return self._group[members][fresh], last[fresh]
 
     def shortfall(self, ids: Ids) -> Floats:
         """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""
@@ -275,6 +356,24 @@ def _row_stats(
     median = np.where(empty, np.nan, at(0.5))
     spread = np.where(empty, np.nan, (at(0.75) - at(0.25)) / 1.349)
     return median, spread, count
+
+
+def _stats(slot: Ids, values: Floats, n: int) -> tuple[Floats, Floats, NDArray[np.int64]]:
+    """Median, robust sigma and count of the non-NaN values of each slot 0..n-1, by the same rules as
+    a group's own (`PeerDeviation._group_stats`): IQR based up to `_PADDED_MAX` values, MAD based beyond."""
+    keep = np.isfinite(values)
+    slot, values = slot[keep], values[keep]
+    count = np.bincount(slot, minlength=n).astype(np.int64)
+    order = np.argsort(slot, kind="stable")
+    slot, values = slot[order], values[order]
+    offset = np.arange(len(slot)) - np.repeat(np.cumsum(count) - count, count)
+    if n and int(count.max()) <= _PADDED_MAX:
+        grid = np.full((n, max(int(count.max()), 1)), np.nan)
+        grid[slot, offset] = values
+        return _row_stats(grid, count)
+    median = _segment_median(slot, values, n)
+    mad = _segment_median(slot, np.abs(values - median[slot]), n)
+    return median, _MAD_TO_SIGMA * mad, count
 
 
 def _segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:

@@ -6,6 +6,9 @@ cluster alert per partition. Here every pipeline scores up to a tick and counts 
 (`Pipeline.summarise_tick`); the counts are merged into the fleet's (`fleet_vote.merge`) and judged
 once, and every pipeline fuses under that verdict (`Pipeline.conclude_tick`). Only the first partition's
 pipeline raises the cluster alert; all of them hold their node pages for a fleet-wide shared cause.
+Node peer groups are the fleet's too: before a tick's samples are scored, each partition sketches its
+nodes' values (`Pipeline.peer_sketch`) and judges them with the other partitions' (`detectors/fleet_peers`).
+One pipeline is left alone (its groups are already the fleet's), so N=1 is unchanged.
 
 In process, for `prexid replay --partitions N`; `prexid run` does it across replicas with the same
 counts on a Kafka topic (`fleet_judge`, `aggregator`, `sources/fleet_runner`).
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from prexid.detectors.fleet_peers import PeerSketch, outside
 from prexid.detectors.fleet_vote import Summary, merge
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import Alert
@@ -35,6 +39,7 @@ class Fleet:
         # are still the cluster's, and dropping them would inflate every share.
         self.latest: list[Summary | None] = [None] * len(self.pipelines)
         self.shared = np.zeros_like(self.pipelines[0].fusion.shared_levels)  # last verdict: hysteresis
+        self.sketches: list[PeerSketch | None] = [None] * len(self.pipelines)  # node values, by partition
 
     def advance(self, drain: bool = False) -> list[list[Alert]]:
         """`Pipeline.advance` for every partition at once; alerts per partition, in its order."""
@@ -44,6 +49,8 @@ class Fleet:
         while due := [(t, i) for i, pipe in enumerate(self.pipelines) if (t := pipe.due()) is not None]:
             tick = min(t for t, _ in due)
             ticking = [i for t, i in due if t == tick]
+            if len(self.pipelines) > 1:
+                self._join_peers(ticking)
             for i in ticking:
                 scored, self.latest[i] = self.pipelines[i].summarise_tick()
                 alerts[i] += scored
@@ -52,7 +59,25 @@ class Fleet:
             self.shared = verdict.shared_levels()
             for i in ticking:
                 alerts[i] += self.pipelines[i].conclude_tick(verdict)
+        settling = [i for i, pipe in enumerate(self.pipelines) if pipe.unsettled()]
+        if len(self.pipelines) > 1 and settling:  # samples past the last tick (the first scrape's)
+            self._join_peers(settling, settle=True)
         for pipe, mine in zip(self.pipelines, alerts, strict=True):
             mine += pipe.settle()
             pipe.ledger.observe(mine)
         return alerts
+
+    def _join_peers(self, scoring: list[int], settle: bool = False) -> None:
+        """Node peer groups over the fleet: every partition about to score sketches its node values as
+        they will be once scored, before any scores, and each judges its nodes with the others' (a
+        partition with no data now counts with its last sketch while that is fresh)."""
+        for i in scoring:
+            self.sketches[i] = self.pipelines[i].peer_sketch(settle)
+        fresh_s = self.pipelines[0].bank.peer.fresh_s
+        for i in scoring:
+            mine = self.sketches[i]
+            assert mine is not None
+            others = [
+                s for j, s in enumerate(self.sketches) if j != i and s and s.tick >= mine.tick - fresh_s
+            ]
+            self.pipelines[i].join_peers(outside(others))

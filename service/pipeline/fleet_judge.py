@@ -12,6 +12,10 @@ partition out, this is exactly the partition-local judgement of before, so a mis
 only degrade the vote to that, never hold pages on stale counts. A partition not heard of for
 `forget_s` is forgotten (its nodes left the cluster).
 
+Node peer groups are judged the same way: before a tick's samples are scored, the pipeline sketches
+its node values (`Pipeline.peer_sketch`) and `peers` answers with the other partitions' latest fresh
+sketches from the board (none fresh: its own nodes alone, the partition-local groups of before).
+
 The judge also writes this partition's own record for the topic (`outbox`), every `every_ticks`
 ticks, from what the tick left: the counts, and the nodes that score or vote.
 """
@@ -24,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prexid.detectors.fleet_peers import Outside, PeerSketch, outside
 from prexid.detectors.fleet_vote import Summary, Verdict, merge
 from prexid.detectors.fusion import score01
 from prexid.service.pipeline.fleet_summary import NodeRow, PartitionSummary
@@ -62,6 +67,15 @@ class FleetBoard:
             del self.latest[p]
             self.names.pop(p, None)
             self.alerts.pop(p, None)
+
+    def peers(self, partition: int, tick: float, fresh_s: float) -> list[PeerSketch]:
+        """The other partitions' node peer values no older than `fresh_s` at `tick` (the peer
+        detector's own freshness: a value older than that would not count at N=1 either)."""
+        return [
+            s.peers
+            for p, s in sorted(self.latest.items())
+            if p != partition and s.peers is not None and tick - fresh_s <= s.tick <= tick + fresh_s
+        ]
 
     def others(self, partition: int, tick: float, lateness_s: float) -> tuple[list[Summary], list[int]]:
         """The other partitions' counts near `tick`, and the partitions left out as too far from it."""
@@ -103,11 +117,13 @@ class FleetJudge:
         self.degraded_ticks = 0  # ticks judged with some partition left out
         self.ticks = 0
         self._summary: Summary | None = None
+        self._sketch: PeerSketch | None = None
         self._voting_bits = np.zeros(0, dtype=np.int64)  # per entity: its voting families, a bit each
         self._shared_bits = 0
         self._alerts_sent: frozenset[str] | None = None
         pipeline.raises_cluster_alerts = False  # the elected aggregator raises the fleet's
         pipeline.judge = self
+        pipeline.fleet_peers = self.peers
         pipeline.tick_listeners.append(self.on_tick)
 
     def __call__(self, summary: Summary) -> Verdict:
@@ -125,6 +141,13 @@ class FleetJudge:
         self._summary = summary
         return verdict
 
+    def peers(self, sketch: PeerSketch) -> Outside | None:
+        """This partition's node values at a tick, kept for its record; the other partitions' latest
+        fresh ones to judge its node peer groups with (None, none fresh: its own nodes alone)."""
+        self._sketch = sketch
+        fresh_s = self.pipeline.bank.peer.fresh_s
+        return outside(self.board.peers(self.partition, sketch.tick, fresh_s))
+
     def on_tick(self, tick: float, fused: NDArray[np.float64], _at_tick: NDArray[np.float64]) -> None:
         """After the tick: this partition's record, every `every_ticks` ticks."""
         self.ticks += 1
@@ -132,7 +155,14 @@ class FleetJudge:
             return
         names = self._names() if (self.ticks - 1) % NAMES_EVERY == 0 else None
         self.outbox.append(
-            PartitionSummary(self.partition, self._summary, self._rows(fused), names, self._changed_alerts())
+            PartitionSummary(
+                self.partition,
+                self._summary,
+                self._rows(fused),
+                names,
+                self._changed_alerts(),
+                self._sketch if self._sketch is not None and self._sketch.tick == tick else None,
+            )
         )
 
     def _rows(self, fused: NDArray[np.float64]) -> tuple[NodeRow, ...]:

@@ -5,7 +5,9 @@ small tables whatever the partition's size), and, for the fleet view, the nodes 
 each one's score and its GPUs' (quantised to a byte: the dashboard draws 256 shades at most), the
 families voting on it and whether its pages are held for a shared cause. A quiet node costs nothing
 but its name and GPU indexes, sent every `NAMES_EVERY` ticks so the fleet view knows every node. The
-shard's firing alerts ride along only when they changed. JSON (orjson) with short keys: readable with
+shard's firing alerts ride along only when they changed. The node values per node peer group
+(`detectors/fleet_peers.PeerSketch`, base64 of float32: 4 bytes a node and group, plus 9 a group)
+make node-vs-node peers the fleet's. JSON (orjson) with short keys: readable with
 kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
 (tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from prexid.detectors.fleet_peers import PeerSketch
 from prexid.detectors.fleet_vote import Counts, Summary
 
 VERSION = 1
@@ -49,6 +52,7 @@ class PartitionSummary:
     nodes: tuple[NodeRow, ...] = ()
     names: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # every node and its GPUs, every few ticks
     alerts: tuple[dict[str, Any], ...] | None = None  # its firing alerts (JSON), when they changed
+    peers: PeerSketch | None = None  # its node values per node peer group (`detectors/fleet_peers`)
 
     @property
     def tick(self) -> float:
@@ -67,6 +71,8 @@ class PartitionSummary:
             doc["names"] = [[node, list(gpus)] for node, gpus in self.names]
         if self.alerts is not None:
             doc["alerts"] = list(self.alerts)
+        if self.peers is not None:
+            doc["pp"] = self.peers.to_wire()
         return orjson.dumps(doc)
 
     @classmethod
@@ -87,7 +93,8 @@ class PartitionSummary:
                 else None
             )
             alerts = tuple(doc["alerts"]) if "alerts" in doc else None
-            return cls(int(doc["p"]), counts, rows, names, alerts)
+            peers = PeerSketch.from_wire(counts.tick, str(doc["pp"])) if "pp" in doc else None
+            return cls(int(doc["p"]), counts, rows, names, alerts, peers)
         except SummaryError:
             raise
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:

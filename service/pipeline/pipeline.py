@@ -19,6 +19,7 @@ from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
 from prexid.detectors.fail_slow import is_work_rate
+from prexid.detectors.fleet_peers import Outside, PeerSketch
 from prexid.detectors.fleet_vote import Summary, Verdict
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
@@ -98,6 +99,9 @@ class Pipeline:
         # the verdict each tick's counts are judged to: None, this pipeline's own (`Fusion.judge`); or
         # the fleet's, its counts merged with the other partitions' (`fleet_judge.FleetJudge`)
         self.judge: Callable[[Summary], Verdict] | None = None
+        # node peer groups: None, this pipeline's nodes alone; or the fleet's, this partition's sketch
+        # of each tick answered with the other partitions' values (`fleet_judge.FleetJudge.peers`)
+        self.fleet_peers: Callable[[PeerSketch], Outside | None] | None = None
         self._released = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # by `release`
         self._start, self._released_to = 0, -np.inf  # first not yet scored; event time released to
         self.samples_seen = 0
@@ -177,6 +181,8 @@ class Pipeline:
         alerts: list[Alert] = []
         judge = self.judge or self.fusion.judge
         while self.due() is not None:
+            if self.fleet_peers is not None:
+                self.join_peers(self.fleet_peers(self.peer_sketch()))
             scored, summary = self.summarise_tick()
             alerts += scored + self.conclude_tick(judge(summary))
         alerts += self.settle()
@@ -198,6 +204,32 @@ class Pipeline:
         if np.isfinite(self.next_tick) and self.next_tick <= self._released_to:
             return self.next_tick
         return None
+
+    def peer_sketch(self, settling: bool = False) -> PeerSketch:
+        """This partition's node values per node peer group as they will be at the `due` tick (or, when
+        `settling`, after the samples past it), once scored: what it tells the fleet's node peer groups
+        (`detectors/fleet_peers`)."""
+        ids, ts, values = self._released
+        end = len(ts) if settling else int(np.searchsorted(ts, self.next_tick, side="right"))
+        ids, ts, values = ids[self._start : end], ts[self._start : end], values[self._start : end]
+        now = float(ts.max()) if settling and len(ts) else self.next_tick
+        keys = self.peer_groups.fleet_keys()
+        gauge = self.bank.kinds[ids] == Kind.GAUGE  # the peer detector's kind
+        groups, vals = self.bank.peer.fresh_values(
+            ids[gauge], ts[gauge], values[gauge], now, np.flatnonzero(keys >= 0)
+        )
+        return PeerSketch.of(now, keys[groups], vals)
+
+    def unsettled(self) -> bool:
+        """Whether released samples past the last due tick wait for `settle`."""
+        return self._start < len(self._released[1])
+
+    def join_peers(self, outside: Outside | None) -> None:
+        """Judge node peer groups with the other partitions' values from now on (None: own nodes only)."""
+        if outside is None:
+            self.bank.peer.set_outside(None)
+        else:
+            self.bank.peer.set_outside(*outside.for_groups(self.peer_groups.fleet_keys()))
 
     def summarise_tick(self) -> tuple[list[Alert], Summary]:
         """First half of the `due` tick: score the released samples up to it, then count what the
