@@ -151,3 +151,16 @@ def test_a_sketch_costs_4_bytes_a_node_and_group_and_never_more_than_cap(nodes: 
     sketch = PeerSketch.of(0.0, keys, rng.normal(40.0, 3.0, len(keys)))
     raw = 4 + groups * (9 + 4 * min(nodes, CAP))
     assert len(sketch.to_wire()) == 4 * -(-raw // 3)  # base64 of exactly that many bytes
+
+
+def test_a_recycled_group_id_carries_no_fleet_key_of_the_group_that_held_it() -> None:
+    """Series expiry frees empty peer groups and hands their ids out again: a node group's id given to
+    a GPU group (one node's GPUs, never spanning partitions) must read as local only."""
+    from prexid.detectors.peer import PeerGroups
+
+    groups = PeerGroups()
+    node_group = groups.group_of("node_load1", {"instance": "node-a:9100"}, "node-a", None)
+    assert groups.fleet_keys()[node_group] >= 0
+    groups.release(np.array([node_group]))
+    gpu_group = groups.group_of("DCGM_FI_DEV_GPU_TEMP", {"gpu": "0"}, "node-a", 0)
+    assert gpu_group == node_group and groups.fleet_keys()[gpu_group] == -1
