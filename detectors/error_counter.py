@@ -164,8 +164,9 @@ def grouped_median(group: Ids, values: Floats, n_groups: int) -> Floats:
 def geometric_tail(k: Floats, mean: Floats) -> Floats:
     """P(X >= k) for X geometric on 1, 2, ... with this mean (>= 1)."""
     stay = 1.0 - 1.0 / np.maximum(mean, 1.0)
-    with np.errstate(divide="ignore"):
-        return np.asarray(np.exp(np.maximum(k - 1.0, 0.0) * np.log(stay)), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.exp(np.maximum(k - 1.0, 0.0) * np.log(stay))
+    return np.asarray(np.where(k <= 1.0, 1.0, tail), dtype=np.float64)  # 0 * log(0) is NaN, not 1
 
 
 class ErrorCounterSurprise(ByRounds, ArrayDetector):

@@ -177,3 +177,12 @@ def test_a_counter_restart_is_followed_by_a_quiet_period_then_scored_again() -> 
     assert p[120:141].min() == 1.0  # the restart and its transient are not scored
     assert p[141:180].min() > 1e-4  # afterwards the usual rate is usual again
     assert p[181, 0] < 1e-8
+
+
+def test_the_geometric_tail_is_one_at_the_smallest_episode_even_when_every_episode_is_one() -> None:
+    """P(X >= 1) = 1 for any mean; with mean 1 (every episode one error) log(stay) is -inf, and
+    0 * -inf was NaN, a p no detector may return."""
+    from prexid.detectors.error_counter import geometric_tail
+
+    got = geometric_tail(np.array([0.5, 1.0, 1.5, 2.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0, 1.0, 2.0, 2.0]))
+    assert np.array_equal(got, [1.0, 1.0, 0.0, 0.0, 0.5, 0.25])
