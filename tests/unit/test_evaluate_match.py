@@ -152,3 +152,13 @@ def test_nab_windows_file_in_nabs_own_format_reads_as_utc(tmp_path: Path) -> Non
         '{"realKnownCause/x.csv": [["2013-12-10 06:25:00.000000", "2013-12-12 05:35:00.000000"]]}'
     )
     assert read_windows(path) == [(1386656700.0, 1386826500.0)]
+
+
+def test_a_report_table_of_counts_with_nothing_counted_says_so_rather_than_breaking() -> None:
+    from collections import Counter
+
+    from prexid.service.offline.evaluate.report import causes_table
+
+    assert causes_table({"prexid": Counter(), "static": Counter()}) == "None, for any system."
+    table = causes_table({"prexid": Counter({"node": 2}), "static": Counter()}).splitlines()
+    assert table == ["| system | node |", "|---|---|", "| prexid | 2 |", "| static | 0 |"]

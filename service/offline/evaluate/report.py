@@ -80,6 +80,8 @@ def type_table(results: dict[str, Result]) -> str:
 
 def causes_table(causes: dict[str, Counter[str]]) -> str:
     kinds = sorted({k for c in causes.values() for k in c})
+    if not kinds:  # a table with no columns is no markdown table
+        return "None, for any system."
     head = "| system | " + " | ".join(kinds) + " |\n|---|" + "---|" * len(kinds)
     rows = [f"| {n} | " + " | ".join(str(c.get(k, 0)) for k in kinds) + " |" for n, c in causes.items()]
     return "\n".join([head, *rows])
