@@ -332,9 +332,18 @@ class KafkaRunner:
                 log.exception("checkpoint on revoke failed: the next owner resumes from the last one")
             finally:  # a shard kept after its revoke would go on snapshotting another owner's partition
                 for index in gone:
+                    self._forget_alerts_of(self.shards[index])
                     del self.shards[index]
                     log.info("partition %d handed off", index)
                 self._publish_shards()
+
+    def _forget_alerts_of(self, shard: Shard) -> None:
+        """Stop re-sending a handed-off shard's firing alerts (Alertmanager): its new owner restored them
+        and re-sends them itself; re-sent from here too, they would re-open in Alertmanager every minute
+        after that owner resolved them, a page that never clears."""
+        fingerprints = list(shard.processor.pipeline.alert_book.active)
+        for forget in self.state.alert_forgetters:
+            forget(fingerprints)
 
     async def take_over(self, assigned: dict[int, list[TopicPartition]]) -> None:
         """Restore the shards of newly assigned partition indexes (`ShardOwner`)."""

@@ -334,3 +334,27 @@ async def test_an_xid_held_for_a_metric_partition_that_stays_behind_pages_after_
     await runner._handle({})
     assert [(a.kind, a.node, a.xid_code) for a in sink.alerts] == [("xid", "node-7", 79)]
     assert shard.processor.held_xids == [] and shard.offsets == {logs: 1}
+
+
+async def test_a_handed_off_shards_firing_alerts_are_no_longer_resent_to_alertmanager() -> None:
+    """The new owner restores and re-sends them; this replica re-sending them too would re-open each in
+    Alertmanager after the new owner resolved it, every minute, for good. Other shards' alerts stay."""
+    settings = Settings(alertmanager_urls=["http://127.0.0.1:9"])
+    state, _ = build(settings)
+    runner = KafkaRunner(settings, state, build_processor)
+    runner.store = FlakyStore(set())  # type: ignore[assignment]
+    base = {"severity": "warning", "cluster": "c", "starts_at": "x", "ends_at": None, "score": 0.5}
+    fields = {**base, "signals": [], "summary": "s", "status": "firing", "kind": "pre_xid", "gpu": 3}
+    gone, kept = (
+        Alert(fingerprint="gone", node="n1", **fields),
+        Alert(fingerprint="kept", node="n2", **fields),
+    )
+    runner.shards[2], runner.shards[3] = Shard(build_processor()), Shard(build_processor())
+    runner.shards[2].processor.pipeline.alert_book.active["gone"] = gone
+    runner.shards[3].processor.pipeline.alert_book.active["kept"] = kept
+    for listener in state.alert_listeners:
+        listener([gone, kept])
+    sink = next(f.__self__ for f in state.alert_forgetters)  # the Alertmanager sink's bound `forget`
+    assert set(sink.active) == {"gone", "kept"}
+    await runner.hand_off({2})
+    assert set(sink.active) == {"kept"} and "gone" not in sink.resolved  # forgotten, never resolved
