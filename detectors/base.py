@@ -267,6 +267,15 @@ def _all_distinct(ids: Ids) -> bool:
     return not bool((sorted_ids[1:] == sorted_ids[:-1]).any())
 
 
+def ragged(starts: Ids, sizes: Ids) -> tuple[NDArray[np.intp], Ids, Ids]:
+    """Runs `starts[i]` of `sizes[i]` elements, flattened: each element's run number, its place in its run
+    and its index; one vectorised gather rather than a loop over runs (group members, a group's values
+    from elsewhere)."""
+    slot = np.repeat(np.arange(len(sizes)), sizes)
+    offset = np.arange(len(slot)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return slot, offset, np.asarray(np.repeat(starts, sizes) + offset, dtype=np.int64)
+
+
 def pick(mask: NDArray[np.bool_], a: Floats | float, b: Floats | float) -> Floats:
     """`np.where(mask, a, b)` for float operands, skipping the per-element select when the mask is
     uniform: usually every sample is finite, in order and past warm-up, and the select costs three

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids
+from prexid.detectors.base import Floats, Ids, ragged
 
 CAP = 16  # values per group and partition at most (order statistics beyond); at most 255 (a byte)
 _KEY = np.dtype("<u4")
@@ -126,9 +126,8 @@ class Outside:
         local = np.flatnonzero(hit)
         lo, hi = self.starts[pos[local]], self.starts[pos[local] + 1]
         sizes = hi - lo
-        group = np.repeat(local, sizes).astype(np.int64)
-        offset = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        return group, self.values[np.repeat(lo, sizes) + offset]
+        slot, _, at = ragged(lo, sizes)
+        return local[slot].astype(np.int64), self.values[at]
 
 
 def outside(sketches: Sequence[PeerSketch]) -> Outside | None:

@@ -29,6 +29,7 @@ from prexid.detectors.base import (
     Stored,
     by_rounds,
     pick,
+    ragged,
     rows,
 )
 from prexid.detectors.fleet_peers import fleet_key
@@ -250,15 +251,13 @@ class PeerDeviation(ArrayState):
         groups = rows_[at]
         starts, ends = self._starts[groups], self._starts[groups + 1]
         sizes = ends - starts
-        slot = np.repeat(np.arange(len(groups)), sizes)
-        offset = np.arange(len(slot)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        members = self._order[np.repeat(starts, sizes) + offset]
+        slot, _, at_members = ragged(starts, sizes)
+        members = self._order[at_members]
         own = self.state["last"][members]
         own = np.where(np.isfinite(own) & (self.state["last_ts"][members] >= now - self.fresh_s), own, np.nan)
         lo, n_out = offsets[groups], size[at]
-        out_slot = np.repeat(np.arange(len(groups)), n_out)
-        out_off = np.arange(len(out_slot)) - np.repeat(np.cumsum(n_out) - n_out, n_out)
-        theirs = extra[np.repeat(lo, n_out) + out_off]
+        out_slot, _, at_extra = ragged(lo, n_out)
+        theirs = extra[at_extra]
         m, sd, c = _stats(np.concatenate([slot, out_slot]), np.concatenate([own, theirs]), len(groups))
         median[at], spread[at], count[at] = m, sd, c
 
@@ -300,9 +299,8 @@ class PeerDeviation(ArrayState):
         """Median, robust sigma (IQR or MAD based) and count of each touched group's fresh latest values."""
         starts, ends = self._starts[touched], self._starts[touched + 1]
         sizes = ends - starts
-        slot = np.repeat(np.arange(len(touched)), sizes)
-        offset = np.arange(len(slot)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        members = self._order[np.repeat(starts, sizes) + offset]
+        slot, offset, at_members = ragged(starts, sizes)
+        members = self._order[at_members]
         values = self.state["last"][members]
         fresh = np.isfinite(values) & (self.state["last_ts"][members] >= now - self.fresh_s)
         values = np.where(fresh, values, np.nan)
