@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +29,9 @@ from tests.integration.kafka_broker import (
     start_broker,
 )
 from tests.integration.traffic import SERVICE_TOPICS, service_topics
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "deploy"))
+import tools
 
 BOOTSTRAP_ENV = "PREXID_KAFKA_BOOTSTRAP"
 
@@ -148,3 +153,12 @@ def k8s(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -
     _announce(pytestconfig, f"kube-apiserver at {server.url} ({server.workdir})")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm binary, built from the Go module proxy once by deploy/tools.py and cached."""
+    try:
+        return tools.helm()
+    except tools.ToolError as err:
+        pytest.fail(f"could not build helm: {err}")

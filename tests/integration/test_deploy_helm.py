@@ -29,14 +29,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def helm() -> Path:
-    try:
-        return tools.helm()
-    except tools.ToolError as err:
-        pytest.fail(f"could not build helm: {err}")
-
-
-@pytest.fixture(scope="module")
 def crds() -> dict[str, dict[str, Any]]:
     try:
         return tools.crd_schemas()

@@ -48,14 +48,6 @@ CUSTOM: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def helm() -> Path:
-    try:
-        return tools.helm()
-    except tools.ToolError as err:
-        pytest.fail(f"could not build helm: {err}")
-
-
-@pytest.fixture(scope="module")
 def api(k8s: ApiServer) -> Iterator[client.ApiClient]:
     """The test's client, with prometheus-operator's ServiceMonitor and PrometheusRule CRDs registered."""
     api = api_client(k8s.kubeconfig)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import UTC, datetime
@@ -37,10 +36,6 @@ from prexid.service.schemas import Alert, rfc3339
 from tests.integration.k8s_apiserver import ApiServer, helm_install
 from tests.integration.traffic import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy"))
-import tools  # noqa: E402
-
 pytestmark = pytest.mark.integration
 
 NODES = [f"gpu-node-{i:02d}" for i in range(40)]
@@ -63,13 +58,11 @@ def admin(k8s: ApiServer) -> Iterator[client.CoreV1Api]:
 
 
 @pytest.fixture(scope="module")
-def sa_kubeconfig(k8s: ApiServer, admin: client.CoreV1Api, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sa_kubeconfig(
+    k8s: ApiServer, admin: client.CoreV1Api, helm: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """A kubeconfig holding a token of the ServiceAccount `helm install --set quarantine.enabled=true`
     made and bound to the chart's ClusterRole."""
-    try:
-        helm = tools.helm()
-    except tools.ToolError as err:
-        pytest.fail(f"could not build helm: {err}")
     helm_install(
         helm,
         k8s,
