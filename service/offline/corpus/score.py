@@ -16,36 +16,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.service.offline.corpus.generate import PROBATION, Series
-from prexid.service.offline.evaluate.nab import PROFILES, Profile, raw_score, scaled_sigmoid
+from prexid.service.offline.evaluate.nab import PROFILES, Profile, Totals, totals
 
 Floats = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 GAUSS_WINDOW = 6400  # NAB's windowed Gaussian: its window, in points
 
 
-@dataclass(frozen=True, slots=True)
-class Totals:
-    """Summed NAB raw score with its null and perfect, so totals add and normalise once."""
-
-    raw: float
-    null: float
-    perfect: float
-
-    def __add__(self, other: Totals) -> Totals:
-        return Totals(self.raw + other.raw, self.null + other.null, self.perfect + other.perfect)
-
-    @property
-    def normalised(self) -> float:
-        return (
-            0.0 if self.perfect == self.null else 100.0 * (self.raw - self.null) / (self.perfect - self.null)
-        )
-
-
 def file_totals(s: Series, fired: Bools, p: Profile) -> Totals:
     counted = fired & (s.ts >= s.ts[0] + PROBATION * (s.ts[-1] - s.ts[0]))
     hits = s.ts[counted].tolist()  # only detections move the score: NAB's loop over them alone
-    raw = raw_score(hits, [True] * len(hits), s.windows, p)
-    return Totals(raw, -p.fn * len(s.windows), p.tp * scaled_sigmoid(-1.0) * len(s.windows))
+    return totals(hits, [True] * len(hits), s.windows, p)
 
 
 def corpus_score(series: list[Series], fired: list[Bools], p: Profile) -> Totals:

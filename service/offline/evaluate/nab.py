@@ -65,14 +65,35 @@ def raw_score(ts: list[float], detected: list[bool], windows: list[tuple[float, 
     return score - p.fn * sum(not h for h in hit)
 
 
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """A raw score with its null (never fires) and perfect (fires at every window's start) scores, so
+    the totals of many files add up and are normalised once, as NAB scores a corpus."""
+
+    raw: float
+    null: float
+    perfect: float
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(self.raw + other.raw, self.null + other.null, self.perfect + other.perfect)
+
+    @property
+    def normalised(self) -> float:
+        """100 * (raw - null) / (perfect - null): the null detector 0, a perfect one 100."""
+        if self.perfect == self.null:
+            return 0.0
+        return 100.0 * (self.raw - self.null) / (self.perfect - self.null)
+
+
+def totals(ts: list[float], detected: list[bool], windows: list[tuple[float, float]], p: Profile) -> Totals:
+    n = len(windows)
+    return Totals(raw_score(ts, detected, windows, p), -p.fn * n, p.tp * scaled_sigmoid(-1.0) * n)
+
+
 def normalised(
     ts: list[float], detected: list[bool], windows: list[tuple[float, float]], p: Profile
 ) -> float:
-    null = -p.fn * len(windows)
-    perfect = p.tp * scaled_sigmoid(-1.0) * len(windows)
-    if perfect == null:
-        return 0.0
-    return 100.0 * (raw_score(ts, detected, windows, p) - null) / (perfect - null)
+    return totals(ts, detected, windows, p).normalised
 
 
 def nab_time(text: str) -> float:
