@@ -40,20 +40,20 @@ def score_many(
     bank = DetectorBank()
     ids = np.arange(len(files), dtype=np.int64)
     bank.set_kinds(ids, np.full(len(files), Kind.GAUGE, dtype=np.uint8))
-    lengths = np.array([len(ts) for ts, _ in files])
-    scores = [np.zeros(n) for n in lengths]
-    fired = [np.zeros(n, dtype=bool) for n in lengths]
+    lengths = np.array([len(ts) for ts, _ in files], dtype=np.int64)
+    width = int(lengths.max(initial=0))
+    ts_grid, x_grid = np.zeros((len(files), width)), np.zeros((len(files), width))
+    for k, (ts, values) in enumerate(files):  # files side by side, each padded past its end
+        ts_grid[k, : len(ts)], x_grid[k, : len(values)] = ts, values
+    scores, fired = np.zeros((len(files), width)), np.zeros((len(files), width), dtype=bool)
     quiet = np.full(len(files), cooldown)
-    for i in range(int(lengths.max(initial=0))):
+    for i in range(width):
         live = np.flatnonzero(lengths > i)
-        ts = np.array([files[k][0][i] for k in live])
-        xs = np.array([files[k][1][i] for k in live])
-        s = surprise(bank.update(ids[live], ts, xs).p)
+        s = surprise(bank.update(ids[live], ts_grid[live, i], x_grid[live, i]).p)
         fire = (s >= threshold) & (quiet[live] >= cooldown)
         quiet[live] = np.where(fire, 0, quiet[live] + 1)
-        for j, k in enumerate(live):
-            scores[k][i], fired[k][i] = s[j], fire[j]
-    return list(zip(scores, fired, strict=True))
+        scores[live, i], fired[live, i] = s, fire
+    return [(scores[k, :n], fired[k, :n]) for k, n in enumerate(lengths.tolist())]
 
 
 def read_csv(path: Path) -> tuple[list[str], Floats, Floats]:
