@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prexid.service.offline.evaluate.match import Outcome, Result
+from prexid.service.offline.evaluate.match import Result
+from prexid.service.offline.evaluate.summary import by_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +33,8 @@ class TypeScore:
 
 def type_scores(result: Result) -> list[TypeScore]:
     false = len(result.false_alerts)
-    groups: dict[str, list[Outcome]] = {}
-    for o in result.outcomes:
-        groups.setdefault(o.label.type, []).append(o)
     out = []
-    for ftype, outs in sorted(groups.items()):
+    for ftype, outs in by_type(result).items():
         recall = float(np.mean([o.detected for o in outs]))
         matched = sum(o.alerts for o in outs)
         precision = matched / (matched + false) if matched + false else float("nan")
