@@ -25,7 +25,7 @@ from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
 from prexid.detectors.peer import PeerGroups
 from prexid.detectors.rate_limit import RateLimiter
-from prexid.detectors.signals import DECISIVE_METRICS, Family, Kind
+from prexid.detectors.signals import Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
@@ -118,7 +118,6 @@ class Pipeline:
         self.boot_time = np.zeros(0, dtype=bool)  # series that are a node's boot time (reboots)
         self.boot_last = np.zeros(0)  # their last value
         self.watches_boot = False
-        self.decisive = np.zeros(0, dtype=bool)  # series whose rise is a page by itself (row remaps)
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -321,19 +320,17 @@ class Pipeline:
         self.xid_field.forget(gone)
         inside = gone[gone < len(self.boot_time)]
         self.boot_time[inside], self.boot_last[inside] = False, np.nan
-        self.decisive[gone[gone < len(self.decisive)]] = False
         return gone
 
     def _latch_decisive(self, ids: np.ndarray, ts: np.ndarray, p: np.ndarray) -> None:
         """Row remaps pending or failed, that the fleet does not routinely show (p <= DECISIVE_P): each
         pages alone (`Fusion.latch`)."""
-        known = ids < len(self.decisive)
-        hit = known & (p <= DECISIVE_P)
+        reg = self.registry
+        hit = (ids < len(reg.decisive)) & (p <= DECISIVE_P)
         if not hit.any():
             return
-        hit[hit] = self.decisive[ids[hit]]
+        hit[hit] = reg.decisive[ids[hit]]
         if hit.any():
-            reg = self.registry
             self.fusion.latch(reg.entity_of[ids[hit]], reg.family_of[ids[hit]], ts[hit])
 
     def _field_xids(self, ids: np.ndarray, ts: np.ndarray, values: np.ndarray) -> list[Alert]:
@@ -369,7 +366,6 @@ class Pipeline:
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
-        decisive = np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
@@ -378,18 +374,9 @@ class Pipeline:
             field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
-            decisive[i] = name in DECISIVE_METRICS
         self.bank.set_groups(new, peer, node, field)
         self.bank.watch_work_rate(new[work_rate])
         self._set_boot_time(new, boot)
-        self._set_decisive(new, decisive)
-
-    def _set_decisive(self, ids: NDArray[np.int64], flags: NDArray[np.bool_]) -> None:
-        """Which of these series are row-remap fields, whose rare rise pages alone (`_latch_decisive`)."""
-        grow = self.registry.id_space() - len(self.decisive)
-        if grow > 0:
-            self.decisive = np.concatenate([self.decisive, np.zeros(grow, dtype=bool)])
-        self.decisive[ids] = flags
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:
         """Which of these series are a node's boot time, their last value not seen yet."""
@@ -580,10 +567,6 @@ class Pipeline:
         gpu_of = [reg.entities[int(reg.entity_of[s])].gpu for s in live.tolist()]
         boot = [is_boot_time(reg.series(s)[0], gpu) for s, gpu in zip(live.tolist(), gpu_of, strict=True)]
         self._set_boot_time(live, np.array(boot, dtype=bool))
-        self.decisive = np.zeros(0, dtype=bool)
-        self._set_decisive(
-            live, np.array([reg.series(s)[0] in DECISIVE_METRICS for s in live.tolist()], dtype=bool)
-        )
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

@@ -28,7 +28,7 @@ import orjson
 from numpy.typing import NDArray
 
 from prexid.detectors.base import rows
-from prexid.detectors.signals import FALLS_WITH_LOAD, Family, Kind, spec_for
+from prexid.detectors.signals import DECISIVE_METRICS, FALLS_WITH_LOAD, Family, Kind, spec_for
 from prexid.service.decode.common import HOST_LABELS
 from prexid.service.decode.xid import normalise_pci
 
@@ -103,6 +103,7 @@ class SeriesRegistry:
     family_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     kind_of: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     falls_with_load: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    decisive: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))  # row remaps
     entities: list[Entity] = field(default_factory=list)
     entity_ids: dict[Entity, int] = field(default_factory=dict)
     parent_of: list[int] = field(default_factory=list)  # GPU entity -> its node entity; node -> -1
@@ -156,6 +157,7 @@ class SeriesRegistry:
             "family_of": self.family_of,
             "kind_of": self.kind_of,
             "falls_with_load": self.falls_with_load,
+            "decisive": self.decisive,
             "last_seen": self.last_seen,
             "free": np.array(self.free, dtype=np.int64),
         }
@@ -180,6 +182,7 @@ class SeriesRegistry:
         self.family_of = arrays["family_of"].astype(np.uint8, copy=False)
         self.kind_of = arrays["kind_of"].astype(np.uint8, copy=False)
         self.falls_with_load = arrays["falls_with_load"].astype(bool, copy=False)
+        self.decisive = arrays["decisive"].astype(bool, copy=False)
         self.entities = [Entity(node, gpu) for node, gpu in meta["entities"]]
         self.entity_ids = {e: i for i, e in enumerate(self.entities)}
         self.gpu_by_pci = {(node, pci): int(eid) for node, pci, eid in meta["gpu_by_pci"]}
@@ -250,12 +253,14 @@ class SeriesRegistry:
             self.family_of = np.resize(self.family_of, cap)
             self.kind_of = np.resize(self.kind_of, cap)
             self.falls_with_load = np.resize(self.falls_with_load, cap)
+            self.decisive = np.resize(self.decisive, cap)
             self.last_seen = np.resize(self.last_seen, cap)
         self.last_seen[sid] = -np.inf  # not seen until a sample of it is buffered (`touch`)
         self.entity_of[sid] = eid
         self.family_of[sid] = spec.family if spec else NO_FAMILY
         self.kind_of[sid] = spec.kind if spec else Kind.IGNORED
         self.falls_with_load[sid] = name in FALLS_WITH_LOAD
+        self.decisive[sid] = name in DECISIVE_METRICS
 
     def take_placed(self) -> NDArray[np.int64]:
         """Ids given to new series since the last call (fresh or recycled), for the detectors to learn."""
@@ -302,6 +307,7 @@ class SeriesRegistry:
         self.family_of[gone] = NO_FAMILY
         self.kind_of[gone] = Kind.IGNORED
         self.falls_with_load[gone] = False
+        self.decisive[gone] = False
         self.last_seen[gone] = np.inf
         self.free.extend(gone[::-1].tolist())  # the lowest id is given out first
         self.expired += len(gone)

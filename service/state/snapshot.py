@@ -36,7 +36,7 @@ VERSION = 12  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v8: when each firing Xid alert's burst last printed (Xid alerts resolve); v9: the node reliability
 # ledger, DCGM's Xid field per GPU; v10: error counters by episode, with fleet fields (their prior);
 # v11: series expire: the registry keeps when each series was last seen and the free ids; v12: fusion
-# latches decisive events (row remaps) per cell
+# latches decisive events (row remaps) per cell, and the registry knows which series are row-remap fields
 
 
 class SnapshotError(ValueError):

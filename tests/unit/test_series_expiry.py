@@ -266,10 +266,10 @@ def test_an_id_recycled_from_a_row_remap_field_to_another_series_does_not_page_a
         pipe.ingest_samples([*steady(t), RawSample(pending, labels, t, 0.0)])
         t += STEP
     remap = pipe.registry.ids[canonical_key(pending, labels)]
-    assert pipe.decisive[remap]
+    assert pipe.registry.decisive[remap]
     for _ in range(int(1800 / STEP)):  # the field stops reporting: its id is freed
         pipe.ingest_samples(steady(t))
         t += STEP
-    assert remap in pipe.registry.free and not pipe.decisive[remap]
+    assert remap in pipe.registry.free and not pipe.registry.decisive[remap]
     pipe.ingest_samples([*steady(t), pod_power(t, "b", 300.0)])
-    assert sid_of(pipe, "b") == remap and not pipe.decisive[remap]
+    assert sid_of(pipe, "b") == remap and not pipe.registry.decisive[remap]
