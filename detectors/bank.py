@@ -36,8 +36,10 @@ from prexid.detectors.flatline import Flatline
 from prexid.detectors.multivariate import RiverNodeAnomaly
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.seasonal import SeasonalDeviation
 from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
+from prexid.detectors.variance import VarianceShift
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,7 @@ class DetectorBank:
         self.fail_slow = FailSlow(self.peer)
         self.error_counter = ErrorCounterSurprise()
         self.multivariate = RiverNodeAnomaly() if multivariate else None
-        gauge: list[Detector] = [RobustDeviation(), DriftCusum(), Flatline(), self.peer]
+        gauge: list[Detector] = [RobustDeviation(), DriftCusum(), Flatline(), VarianceShift(), SeasonalDeviation(), self.peer]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
         self.detectors: dict[Kind, list[Detector]] = {

@@ -1,0 +1,92 @@
+"""Variance increase: a series that keeps its level but starts to swing more (an unstable controller, a
+flapping link, a noisy sensor).
+
+The level and drift detectors follow a series' centre; a change of spread alone barely moves it and
+raises their own noise estimate, so it hides there. This detector compares the recent mean square of
+first differences (a short EWMA) with the long-run one (a long EWMA): differences ignore the level, a
+slow drift and most of a daily cycle. Under a stationary Gaussian series the log of that ratio is
+roughly normal with variance 2a/(2-a) for an EWMA of weight a, so it becomes a z-score (one-sided: only
+more spread is evidence; less is the flatline detector's business), calibrated against the series' own
+history as the other gauge detectors are (`TailCalibrator`). Squared differences are clipped at
+`clip_sigmas` of the long-run spread before either EWMA learns them, so one spike can neither swamp
+the short mean nor inflate the reference.
+
+>>> import numpy as np
+>>> det, rng, ids = VarianceShift(), np.random.default_rng(0), np.zeros(1, dtype=np.int64)
+>>> x = np.r_[rng.normal(0, 1, 600), rng.normal(0, 5, 60)]
+>>> ps = [det.update(ids, np.array([300.0 * t]), x[t : t + 1])[0] for t in range(660)]
+>>> bool(min(ps[200:600]) > 1e-4), bool(min(ps[600:]) < 1e-6)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prexid.detectors.base import (
+    ArrayDetector,
+    Floats,
+    Ids,
+    SeriesState,
+    by_rounds,
+    half_life_weight,
+    pick,
+    rows,
+)
+from prexid.detectors.calibration import TailCalibrator
+
+
+class VarianceShift(ArrayDetector):
+    """One-sided z of log(short / long mean square of first differences), as a tail probability."""
+
+    name = "variance_shift"
+    baseline_of = "prev"
+    nested = ("calibrator",)
+
+    def __init__(
+        self,
+        short_half_life_s: float = 3600.0,
+        long_half_life_s: float = 12 * 3600.0,
+        warmup: int = 30,
+        clip_sigmas: float = 6.0,
+        abs_floor: float = 1e-12,
+    ) -> None:
+        self.short_half_life_s = short_half_life_s
+        self.long_half_life_s = long_half_life_s
+        self.warmup = warmup
+        self.clip2 = clip_sigmas**2
+        self.abs_floor = abs_floor
+        self.state = SeriesState(
+            {"prev": np.nan, "short": 0.0, "long": 0.0, "n": 0.0, "last_ts": -np.inf}, capacity=64
+        )
+        self.calibrator = TailCalibrator()
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        if len(ids) == 0:
+            return np.ones(0, dtype=np.float64)
+        self.state.ensure(int(ids.max()))
+        self.calibrator.ensure(int(ids.max()))
+        return by_rounds(self._update_round, ids, ts, values)
+
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        st, at = self.state, rows(ids)
+        prev, short, long, n, last = (st[k][at] for k in ("prev", "short", "long", "n", "last_ts"))
+        ok = np.isfinite(x) & (ts > last)
+        paired = ok & np.isfinite(prev)  # a difference exists: the series' second sample on
+        with np.errstate(invalid="ignore"):
+            d2 = pick(paired, (x - prev) ** 2, 0.0)
+        warm = n >= self.warmup
+        ref = np.maximum(long, self.abs_floor)
+        d2 = pick(warm, np.minimum(d2, self.clip2 * ref), d2)  # clip only once the reference is learned
+        dt = pick(np.isfinite(last), ts - last, 0.0)
+        count_alpha = 1.0 / np.maximum(n, 1.0)  # n - 1 differences seen before this one
+        a_short = np.maximum(half_life_weight(dt, self.short_half_life_s), count_alpha)
+        a_long = np.maximum(half_life_weight(dt, self.long_half_life_s), count_alpha)
+        new_short = short + a_short * (d2 - short)
+        judged = paired & warm & (long > self.abs_floor)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.log(np.maximum(new_short, self.abs_floor) / ref) / np.sqrt(2.0 * a_short / (2.0 - a_short))
+        p = self.calibrator.score(at, pick(judged, np.maximum(z, 0.0), np.nan))
+        st.put(at, paired, short=new_short, long=long + a_long * (d2 - long))
+        st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
+        return p
