@@ -48,6 +48,7 @@ from prexid.detectors.base import (
 from prexid.detectors.calibration import TailCalibrator
 
 _MAD_TO_SIGMA = 1.4826
+_ABS_TO_SIGMA = 1.2533  # E|x| = sigma * sqrt(2 / pi) for Gaussian x
 
 
 class Profiles:
@@ -117,7 +118,17 @@ class SeasonalDeviation(ArrayDetector):
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         self.state = SeriesState(
-            {"level": np.nan, "mean": 0.0, "drift": 0.0, "mad": 0.0, "plain": 0.0, "n": 0.0, "first_ts": np.nan, "last_ts": -np.inf},
+            {
+                "level": np.nan,
+                "mean": 0.0,  # the profile's mean: the level is the cycle's mean
+                "drift": 0.0,  # short EWMA of the residual, and its usual size
+                "dabs": 0.0,
+                "mad": 0.0,
+                "plain": 0.0,  # EWMA of |value - level|: the spread the profile is judged against
+                "n": 0.0,
+                "first_ts": np.nan,
+                "last_ts": -np.inf,
+            },
             capacity=64,  # grown on demand: a bank's fixed size stays small (profiles are wide)
         )
         self.calibrator = TailCalibrator()
@@ -146,8 +157,8 @@ class SeasonalDeviation(ArrayDetector):
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)
-        level, mean, drift, mad, plain, n, first, last = (
-            st[k][at] for k in ("level", "mean", "drift", "mad", "plain", "n", "first_ts", "last_ts")
+        level, mean, drift, dabs, mad, plain, n, first, last = (
+            st[k][at] for k in ("level", "mean", "drift", "dabs", "mad", "plain", "n", "first_ts", "last_ts")
         )
         ok = np.isfinite(x) & (ts > last)
         start = ok & (n == 0)
@@ -167,7 +178,8 @@ class SeasonalDeviation(ArrayDetector):
         a_drift = half_life_weight(dt, self.drift_half_life_s)
         new_drift = drift + a_drift * (pick(ok, step, 0.0) - drift)
         with np.errstate(invalid="ignore", divide="ignore"):
-            z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / (sigma * np.sqrt(a_drift / (2.0 - a_drift))))
+            dsigma = np.maximum(_ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
+            z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / dsigma)
         p = self.calibrator.score(at, pick(warm, z, np.nan))
         p = pick(explains, p, 1.0)
 
@@ -192,6 +204,7 @@ class SeasonalDeviation(ArrayDetector):
             level=new_level,
             mean=new_mean,
             drift=new_drift,
+            dabs=dabs + a_spread * (np.minimum(np.abs(new_drift), 2.0 * dsigma) - dabs),
             mad=pick(start, 0.0, mad + a_spread * (np.minimum(np.abs(resid), limit) - mad)),
             plain=pick(start, 0.0, plain + a_spread * (np.minimum(np.abs(dev), 4.0 * limit) - plain)),
             n=n + 1.0,

@@ -4,9 +4,10 @@ flapping link, a noisy sensor).
 The level and drift detectors follow a series' centre; a change of spread alone barely moves it and
 raises their own noise estimate, so it hides there. This detector compares the recent mean square of
 first differences (a short EWMA) with the long-run one (a long EWMA): differences ignore the level, a
-slow drift and most of a daily cycle. Under a stationary Gaussian series the log of that ratio is
-roughly normal with variance 2a/(2-a) for an EWMA of weight a, so it becomes a z-score (one-sided: only
-more spread is evidence; less is the flatline detector's business), calibrated against the series' own
+slow drift and most of a daily cycle. Under a stationary Gaussian series the short EWMA (weight a) is
+about a scaled chi-square of (2-a)/a degrees of freedom, so the ratio becomes a z-score by the
+Wilson-Hilferty cube root (one-sided: only more spread is evidence; less is the flatline detector's
+business), calibrated against the series' own
 history as the other gauge detectors are (`TailCalibrator`). Squared differences are clipped at
 `clip_sigmas` of the long-run spread before either EWMA learns them, so one spike can neither swamp
 the short mean nor inflate the reference.
@@ -37,7 +38,7 @@ from prexid.detectors.calibration import TailCalibrator
 
 
 class VarianceShift(ArrayDetector):
-    """One-sided z of log(short / long mean square of first differences), as a tail probability."""
+    """One-sided z of the short over the long mean square of first differences, as a tail probability."""
 
     name = "variance_shift"
     baseline_of = "prev"
@@ -84,8 +85,11 @@ class VarianceShift(ArrayDetector):
         a_long = np.maximum(half_life_weight(dt, self.long_half_life_s), count_alpha)
         new_short = short + a_short * (d2 - short)
         judged = paired & warm & (long > self.abs_floor)
+        # 2 / (9 dof) of the ratio read as a chi-square: the short EWMA's dof, fewer for the reference's own
+        # noise and for consecutive differences sharing a point (their squares correlate by 1/4)
+        h = (3.0 / 9.0) * (a_short / (2.0 - a_short) + a_long / (2.0 - a_long))
         with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.log(np.maximum(new_short, self.abs_floor) / ref) / np.sqrt(2.0 * a_short / (2.0 - a_short))
+            z = (np.cbrt(new_short / ref) - 1.0 + h) / np.sqrt(h)  # Wilson-Hilferty: its right tail
         p = self.calibrator.score(at, pick(judged, np.maximum(z, 0.0), np.nan))
         st.put(at, paired, short=new_short, long=long + a_long * (d2 - long))
         st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
