@@ -20,8 +20,10 @@ from prexid.detectors.flatline import Flatline
 from prexid.detectors.multivariate import RiverNodeAnomaly
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.seasonal import SeasonalDeviation
 from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
+from prexid.detectors.variance import VarianceShift
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,8 @@ REGISTRY: dict[str, Registered] = {
     RobustDeviation.name: Registered(RobustDeviation, "level shift or spike against its own baseline"),
     DriftCusum.name: Registered(DriftCusum, "slow creep: temperature, clocks, a growing rate"),
     Flatline.name: Registered(Flatline, "a value stuck at one reading"),
+    VarianceShift.name: Registered(VarianceShift, "the spread grows while the level holds"),
+    SeasonalDeviation.name: Registered(SeasonalDeviation, "a departure from the series' own daily cycle"),
     Staleness.name: Registered(Staleness, "a series or a whole exporter stops reporting"),
     PeerDeviation.name: Registered(PeerDeviation, "a GPU or node that departs from its peers"),
     CounterRate.name: Registered(CounterRate, "a throughput counter's rate shifts", Kind.COUNTER),

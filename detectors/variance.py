@@ -49,12 +49,14 @@ class VarianceShift(ArrayDetector):
         short_half_life_s: float = 3600.0,
         long_half_life_s: float = 12 * 3600.0,
         warmup: int = 30,
+        ref_memory: float = 3.0,
         clip_sigmas: float = 6.0,
         abs_floor: float = 1e-12,
     ) -> None:
         self.short_half_life_s = short_half_life_s
         self.long_half_life_s = long_half_life_s
         self.warmup = warmup
+        self.ref_memory = ref_memory
         self.clip2 = clip_sigmas**2
         self.abs_floor = abs_floor
         self.state = SeriesState(
@@ -84,7 +86,9 @@ class VarianceShift(ArrayDetector):
         a_short = np.maximum(half_life_weight(dt, self.short_half_life_s), count_alpha)
         a_long = np.maximum(half_life_weight(dt, self.long_half_life_s), count_alpha)
         new_short = short + a_short * (d2 - short)
-        judged = paired & warm & (long > self.abs_floor)
+        # judged once the reference remembers `ref_memory` times more than the short mean: before, the
+        # long EWMA is still the running mean of the few samples seen, as quick as the short one
+        judged = paired & warm & (n * a_short >= self.ref_memory) & (long > self.abs_floor)
         # 2 / (9 dof) of the ratio read as a chi-square: the short EWMA's dof, fewer for the reference's own
         # noise and for consecutive differences sharing a point (their squares correlate by 1/4)
         h = (3.0 / 9.0) * (a_short / (2.0 - a_short) + a_long / (2.0 - a_long))

@@ -214,10 +214,32 @@ def _falls_behind(det: Detector) -> bool:
     return bool(p[210, 3] < 1e-6 and np.delete(p, 3, axis=1).min() == 1.0)
 
 
+def _spread_grows(det: Detector) -> bool:
+    """Five times the noise at the same level, after the 3 h the detector learns its reference for."""
+    x = healthy(Kind.GAUGE, 1400)
+    x[1200:, 3] += np.random.default_rng(1).normal(0.0, 2.0, 200)
+    p = scores(det, x)
+    return bool(p[1200:1240, 3].min() < 1e-6 and np.delete(p, 3, axis=1).min() > 1e-4)
+
+
+def _cycle_breaks(det: Detector) -> bool:
+    """Four days of five-minute points with a daily cycle (the detector waits two days), then a 6-h
+    swing on one series that stays inside the cycle's range."""
+    day, rng = 288, np.random.default_rng(0)
+    t = np.arange(4 * day)
+    x = 60.0 + 10.0 * np.sin(2 * np.pi * t / day)[:, None] + rng.normal(0.0, 0.4, (len(t), N_SERIES))
+    x[3 * day : 3 * day + 72, 3] += 6.0 * np.sin(2 * np.pi * np.arange(72) / 72)
+    ids = np.arange(N_SERIES, dtype=np.int64)
+    p = np.array([det.update(ids, np.full(N_SERIES, k * 300.0), row) for k, row in enumerate(x)])
+    return bool(p[3 * day : 3 * day + 72, 3].min() < 1e-6 and np.delete(p, 3, axis=1).min() > 1e-4)
+
+
 PLANTED: dict[str, Callable[[Detector], bool]] = {
     "robust_deviation": _level_shift,
     "drift_cusum": _slow_creep,
     "flatline": _stuck_value,
+    "variance_shift": _spread_grows,
+    "seasonal_deviation": _cycle_breaks,
     "staleness": _series_goes_silent,
     "peer_deviation": _straggler,
     "counter_rate": _rate_shift,
