@@ -33,6 +33,7 @@ from prexid.detectors.base import (
     ArrayDetector,
     Floats,
     Ids,
+    Index,
     Packed,
     SeriesState,
     Stored,
@@ -142,16 +143,22 @@ class SeasonalDeviation(ArrayDetector):
         self.profile.ensure(int(ids.max()))
         return by_rounds(self._update_round, ids, ts, values)
 
-    def _season(self, ids: Ids, ts: Floats) -> tuple[Floats, NDArray[np.intp]]:
+    def _cells(self, at: Index, ids: Ids, cell: NDArray[np.intp]) -> Floats:
+        """Each series' value of one cell: a strided column read when a scrape's series are a contiguous
+        range at one time of day (the usual case), else a gather."""
+        if isinstance(at, slice) and len(cell) and (cell == cell[0]).all():
+            return self.profile.cells[at, int(cell[0])].astype(np.float64)
+        return self.profile.cells[ids, cell].astype(np.float64)
+
+    def _season(self, at: Index, ids: Ids, ts: Floats) -> tuple[Floats, NDArray[np.intp]]:
         """The profile read at each sample's time of day (NaN cells read as 0), and its nearest cell."""
         pos = np.mod(ts, self.period_s) * (self.bins / self.period_s) - 0.5  # cell centres at k + 0.5
         lo = np.floor(pos)
         frac = pos - lo
         b0 = np.mod(lo, self.bins).astype(np.intp)
         b1 = np.mod(b0 + 1, self.bins)
-        cells = self.profile.cells
-        s0 = np.nan_to_num(cells[ids, b0].astype(np.float64))
-        s1 = np.nan_to_num(cells[ids, b1].astype(np.float64))
+        s0 = np.nan_to_num(self._cells(at, ids, b0))
+        s1 = np.nan_to_num(self._cells(at, ids, b1))
         nearest = np.where(frac < 0.5, b0, b1)
         return (1.0 - frac) * s0 + frac * s1, nearest
 
@@ -162,7 +169,7 @@ class SeasonalDeviation(ArrayDetector):
         )
         ok = np.isfinite(x) & (ts > last)
         start = ok & (n == 0)
-        season, cell = self._season(ids, ts)
+        season, cell = self._season(at, ids, ts)
         season = season - mean  # the profile less its mean: the level is the cycle's mean
         base = pick(start, x - season, level)
         with np.errstate(invalid="ignore"):
@@ -191,12 +198,15 @@ class SeasonalDeviation(ArrayDetector):
         a_cell = np.asarray(1.0 - np.exp2(-dt / (periods * self.cell_visit_s)))
         new_level = pick(start, base, base + a_level * step)
         cells = self.profile.cells
-        old = cells[ids, cell].astype(np.float64)
+        old = self._cells(at, ids, cell)
         goal = dev + mean
         target = np.clip(goal, old - limit, old + limit)  # a spike moves its cell by at most `limit`
         new_cell = np.where(np.isnan(old), goal, old + a_cell * (target - old)).astype(np.float32)
-        upd = np.flatnonzero(ok)
-        cells[ids[upd], cell[upd]] = new_cell[upd]
+        if isinstance(at, slice) and ok.all() and (cell == cell[0]).all():
+            cells[at, int(cell[0])] = new_cell
+        else:
+            upd = np.flatnonzero(ok)
+            cells[ids[upd], cell[upd]] = new_cell[upd]
         new_mean = mean + (new_cell - np.nan_to_num(old)) / self.bins
         st.put(
             at,
