@@ -65,7 +65,10 @@ class DetectorBank:
         self.fail_slow = FailSlow(self.peer)
         self.error_counter = ErrorCounterSurprise()
         self.multivariate = RiverNodeAnomaly() if multivariate else None
-        gauge: list[Detector] = [RobustDeviation(), DriftCusum(), Flatline(), VarianceShift(), SeasonalDeviation(), self.peer]
+        self.seasonal = SeasonalDeviation()
+        level, drift = RobustDeviation(), DriftCusum()
+        self.acyclic: tuple[Detector, ...] = (level, drift)  # their baselines lag a daily cycle
+        gauge: list[Detector] = [level, drift, Flatline(), VarianceShift(), self.seasonal, self.peer]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
         self.detectors: dict[Kind, list[Detector]] = {
@@ -139,10 +142,21 @@ class DetectorBank:
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
 
     def _combine(self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> Floats:
-        """Smallest p of the detectors times their count (Bonferroni), at most 1."""
+        """Smallest p of the detectors times their count (Bonferroni), at most 1.
+
+        On a series whose own daily profile explains it (`SeasonalDeviation.explains`, read before this
+        sample), the level and drift detectors' evidence is left out: their baselines lag the cycle,
+        so what they see is the cycle, and the seasonal detector judges level, spikes and drift
+        against it. The count stays the same: it is one configuration whatever the series."""
         smallest = np.ones(len(ids))
+        cyclic = self.seasonal.explains(ids) if self.seasonal in dets else None
+        if cyclic is not None and not cyclic.any():
+            cyclic = None
         for det in dets:
-            np.minimum(smallest, det.update(ids, ts, values), out=smallest)
+            p = det.update(ids, ts, values)
+            if cyclic is not None and det in self.acyclic:
+                p = np.where(cyclic, 1.0, p)
+            np.minimum(smallest, p, out=smallest)
         return np.minimum(smallest * len(dets), 1.0)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:

@@ -143,6 +143,15 @@ class SeasonalDeviation(ArrayDetector):
         self.profile.ensure(int(ids.max()))
         return by_rounds(self._update_round, ids, ts, values)
 
+    def explains(self, ids: Ids) -> NDArray[np.bool_]:
+        """Whether each series' profile is old enough and halves its spread: where it does, this
+        detector judges the series against its cycle, and a baseline without the cycle judges the cycle."""
+        st = self.state
+        span = st.read("last_ts", ids) - st.read("first_ts", ids)
+        with np.errstate(invalid="ignore"):
+            old = span >= self.min_periods * self.period_s
+            return np.asarray(old & (st.read("mad", ids) <= self.gate * st.read("plain", ids)))
+
     def _cells(self, at: Index, ids: Ids, cell: NDArray[np.intp]) -> Floats:
         """Each series' value of one cell: a strided column read when a scrape's series are a contiguous
         range at one time of day (the usual case), else a gather."""

@@ -115,3 +115,24 @@ def test_truncating_a_series_after_any_point_leaves_every_earlier_score_and_deci
         s, f = score_series(ts[:cut], x[:cut])
         np.testing.assert_array_equal(s, scores[:cut])
         np.testing.assert_array_equal(f, fired[:cut])
+
+
+def test_on_a_cyclic_series_the_bank_leaves_the_cycle_to_the_seasonal_detector() -> None:
+    """Level and drift baselines lag a daily cycle (the drift CUSUM read it as creep, hour after hour);
+    where the series' own profile explains it, their evidence is left out."""
+    x = cyclic(5, series=4, seed=11)
+    bank = DetectorBank()
+    ids = np.arange(4, dtype=np.int64)
+    bank.set_kinds(ids, np.full(4, Kind.GAUGE, dtype=np.uint8))
+    p = np.array([bank.update(ids, np.full(4, t * STEP), row).p for t, row in enumerate(x)])
+    assert p[3 * DAY :].min() > 1e-5
+    assert bank.seasonal.explains(ids).all()
+
+
+def test_a_flatline_of_hours_is_one_detection_not_one_per_cooldown() -> None:
+    rng = np.random.default_rng(12)
+    x = 50.0 + rng.normal(0.0, 1.0, 1000)
+    x[600:800] = x[599]
+    _, fired = score_series(np.arange(1000) * STEP, x)
+    assert fired[600:620].sum() == 1
+    assert fired[620:820].sum() == 0

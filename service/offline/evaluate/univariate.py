@@ -5,8 +5,9 @@ every gauge gets (level/spike, CUSUM drift, flatline; peer deviation has no peer
 combined the bank's way. Each point is scored strictly online: a point's score and decision use
 only the points before it (no whole-file min/max, no look-ahead). The CSV's score is the surprise
 -log10 p over its cap (12, the calibration's floor p = 1e-12), in [0, 1] as NAB's tools expect; a
-point is a detection when its surprise reaches `threshold` and none was raised in the `cooldown`
-points before it, as NAB expects one detection per anomaly rather than one per anomalous point.
+point is a detection when its surprise reaches `threshold` and no point in the `cooldown` points
+before it reached it: one detection per episode of evidence (a flatline of hours, a variance change
+of a day), as NAB expects one detection per anomaly rather than one per anomalous point.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def score_many(
         live = np.flatnonzero(lengths > i)
         s = surprise(bank.update(ids[live], ts_grid[live, i], x_grid[live, i]).p)
         fire = (s >= threshold) & (quiet[live] >= cooldown)
-        quiet[live] = np.where(fire, 0, quiet[live] + 1)
+        quiet[live] = np.where(s >= threshold, 0, quiet[live] + 1)
         scores[live, i], fired[live, i] = s, fire
     return [(scores[k, :n], fired[k, :n]) for k, n in enumerate(lengths.tolist())]
 
