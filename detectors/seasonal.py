@@ -12,7 +12,13 @@ It answers only where the cycle is real: after `min_periods` days of history, an
 cuts the spread of the residual to at most `gate` of what the level alone leaves (the series' own
 evidence of a period, measured continuously). Elsewhere its p is 1, so a series without a daily
 cycle, or one seen for less than two days (every gauge of a fresh GPU fleet), is judged exactly as
-before. Time of day is event time modulo `period_s`: irregular scrapes and replays agree.
+before, and costs a few array passes a sample. Time of day is event time modulo `period_s`: irregular
+scrapes and replays agree.
+
+A cycle of a day needs no 15-s resolution: the model learns from one sample every `learn_s` (every
+sample of a five-minute series, one in twenty of a 15-s scrape), which is most of the detector's
+cost; every sample of an explained series is judged, against the model as last learned, and its
+residual's one-hour mean is the drift evidence (a trend or a broken cycle the size of the noise).
 
 >>> import numpy as np
 >>> det, rng, ids = SeasonalDeviation(), np.random.default_rng(1), np.zeros(1, dtype=np.int64)
@@ -44,6 +50,7 @@ from prexid.detectors.base import (
     pack_blobs,
     pick,
     rows,
+    subset,
     unpack_blobs,
 )
 from prexid.detectors.calibration import TailCalibrator
@@ -53,18 +60,19 @@ _ABS_TO_SIGMA = 1.2533  # E|x| = sigma * sqrt(2 / pi) for Gaussian x
 
 
 class Profiles:
-    """Per-series time-of-day cells, float32 (NaN: a cell not visited yet), grown by doubling."""
+    """Per-series time-of-day cells, float32 (NaN: a cell not visited yet), one row per cell and one
+    column per series (a scrape at one time of day reads one contiguous row), grown by doubling."""
 
     def __init__(self, bins: int, capacity: int = 64) -> None:
         self.bins = bins
-        self.cells: NDArray[np.float32] = np.full((capacity, bins), np.nan, dtype=np.float32)
+        self.cells: NDArray[np.float32] = np.full((bins, capacity), np.nan, dtype=np.float32)
 
     def ensure(self, max_id: int) -> None:
-        cap = len(self.cells)
+        cap = self.cells.shape[1]
         if max_id < cap:
             return
-        grown = np.full((max(2 * cap, max_id + 1), self.bins), np.nan, dtype=np.float32)
-        grown[:cap] = self.cells
+        grown = np.full((self.bins, max(2 * cap, max_id + 1)), np.nan, dtype=np.float32)
+        grown[:, :cap] = self.cells
         self.cells = grown
 
     def bytes_per_series(self) -> int:
@@ -76,12 +84,12 @@ class Profiles:
     def restore(self, data: Stored) -> None:
         (blob,) = unpack_blobs(data)
         cells = load_array(blob)
-        if cells.ndim != 2 or cells.shape[1] != self.bins or cells.dtype != np.float32:
-            raise ValueError(f"profiles of shape {cells.shape} {cells.dtype}, not (n, {self.bins}) float32")
+        if cells.ndim != 2 or cells.shape[0] != self.bins or cells.dtype != np.float32:
+            raise ValueError(f"profiles of shape {cells.shape} {cells.dtype}, not ({self.bins}, n) float32")
         self.cells = cells.astype(np.float32, copy=False)
 
     def forget(self, ids: Ids) -> None:
-        self.cells[ids[ids < len(self.cells)]] = np.nan
+        self.cells[:, ids[ids < self.cells.shape[1]]] = np.nan
 
 
 class SeasonalDeviation(ArrayDetector):
@@ -100,6 +108,7 @@ class SeasonalDeviation(ArrayDetector):
         cell_half_life_periods: float = 2.0,
         spread_half_life_s: float = 12 * 3600.0,
         drift_half_life_s: float = 3600.0,
+        learn_s: float = 270.0,
         min_periods: float = 2.0,
         gate: float = 0.5,
         clip_sigmas: float = 3.0,
@@ -113,6 +122,7 @@ class SeasonalDeviation(ArrayDetector):
         self.cell_visit_s = period_s / bins  # how long each period dwells in one cell
         self.spread_half_life_s = spread_half_life_s
         self.drift_half_life_s = drift_half_life_s
+        self.learn_s = learn_s
         self.min_periods = min_periods
         self.gate = gate
         self.clip_sigmas = clip_sigmas
@@ -128,7 +138,9 @@ class SeasonalDeviation(ArrayDetector):
                 "plain": 0.0,  # EWMA of |value - level|: the spread the profile is judged against
                 "n": 0.0,
                 "first_ts": np.nan,
-                "last_ts": -np.inf,
+                "last_ts": -np.inf,  # the last sample learned
+                "seen_ts": -np.inf,  # the last sample seen
+                "explained": 0.0,  # 1: the profile is old enough and halves the spread
             },
             capacity=64,  # grown on demand: a bank's fixed size stays small (profiles are wide)
         )
@@ -146,18 +158,16 @@ class SeasonalDeviation(ArrayDetector):
     def explains(self, ids: Ids) -> NDArray[np.bool_]:
         """Whether each series' profile is old enough and halves its spread: where it does, this
         detector judges the series against its cycle, and a baseline without the cycle judges the cycle."""
-        st = self.state
-        span = st.read("last_ts", ids) - st.read("first_ts", ids)
-        with np.errstate(invalid="ignore"):
-            old = span >= self.min_periods * self.period_s
-            return np.asarray(old & (st.read("mad", ids) <= self.gate * st.read("plain", ids)))
+        if len(ids) and int(ids.max()) < self.state.capacity:
+            return np.asarray(self.state["explained"][rows(ids)] > 0.0)
+        return np.asarray(self.state.read("explained", ids) > 0.0)
 
     def _cells(self, at: Index, ids: Ids, cell: NDArray[np.intp]) -> Floats:
         """Each series' value of one cell: a strided column read when a scrape's series are a contiguous
         range at one time of day (the usual case), else a gather."""
         if isinstance(at, slice) and len(cell) and (cell == cell[0]).all():
-            return self.profile.cells[at, int(cell[0])].astype(np.float64)
-        return self.profile.cells[ids, cell].astype(np.float64)
+            return self.profile.cells[int(cell[0]), at].astype(np.float64)
+        return self.profile.cells[cell, ids].astype(np.float64)
 
     def _season(self, at: Index, ids: Ids, ts: Floats) -> tuple[Floats, NDArray[np.intp]]:
         """The profile read at each sample's time of day (NaN cells read as 0), and its nearest cell."""
@@ -172,62 +182,87 @@ class SeasonalDeviation(ArrayDetector):
         return (1.0 - frac) * s0 + frac * s1, nearest
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """Judge the samples of series the profile explains; learn from one sample every `learn_s`."""
         st, at = self.state, rows(ids)
-        level, mean, drift, dabs, mad, plain, n, first, last = (
-            st[k][at] for k in ("level", "mean", "drift", "dabs", "mad", "plain", "n", "first_ts", "last_ts")
+        seen, last, explained = st["seen_ts"][at], st["last_ts"][at], st["explained"][at]
+        ok = np.isfinite(x) & (ts > seen)
+        p = np.ones(len(ids), dtype=np.float64)
+        judge = np.flatnonzero(ok & (explained > 0.0))  # none, on a fleet seen for less than two days
+        if len(judge):
+            p[judge] = self._judge(subset(at, judge), ts[judge], x[judge])
+        learn = ok & (ts - last >= self.learn_s)
+        if learn.all():
+            self._learn(at, ids, ts, x)
+        elif learn.any():
+            idx = np.flatnonzero(learn)
+            self._learn(ids[idx], ids[idx], ts[idx], x[idx])
+        st.put(at, ok, seen_ts=ts)
+        return p
+
+    def _expect(self, at: Index, ids: Ids, ts: Floats, x: Floats) -> tuple[Floats, ...]:
+        """Residual against level + season, the value less the level, the robust spread, the drift's
+        weight since the last learned sample and its prospective value, and the nearest cell."""
+        st = self.state
+        level, mean, drift, mad, n, last = (
+            st[k][at] for k in ("level", "mean", "drift", "mad", "n", "last_ts")
         )
-        ok = np.isfinite(x) & (ts > last)
-        start = ok & (n == 0)
         season, cell = self._season(at, ids, ts)
         season = season - mean  # the profile less its mean: the level is the cycle's mean
-        base = pick(start, x - season, level)
+        base = pick(n == 0, x - season, level)
         with np.errstate(invalid="ignore"):
             resid = x - base - season
-            dev = x - base
         sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(base), self.abs_floor))
-        span = ts - pick(np.isnan(first), ts, first)
-        warm = ok & (span >= self.min_periods * self.period_s)
-        explains = mad <= self.gate * plain
-        dt = pick(np.isfinite(last), ts - last, 0.0)
         limit = pick(n >= 2, self.clip_sigmas * sigma, np.inf)  # nothing to clip against at first
         step = np.clip(resid, -limit, limit)
+        dt = pick(np.isfinite(last), ts - last, 0.0)
         a_drift = half_life_weight(dt, self.drift_half_life_s)
-        new_drift = drift + a_drift * (pick(ok, step, 0.0) - drift)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            dsigma = np.maximum(_ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
-            z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / dsigma)
-        p = self.calibrator.score(at, pick(warm, z, np.nan))
-        p = pick(explains, p, 1.0)
+        new_drift = drift + a_drift * (step - drift)
+        return resid, base, sigma, limit, step, dt, a_drift, new_drift, cell.astype(np.float64)
 
+    def _judge(self, at: Ids, ts: Floats, x: Floats) -> Floats:
+        resid, _, sigma, _, _, _, a_drift, new_drift, _ = self._expect(at, at, ts, x)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dsigma = np.maximum(
+                _ABS_TO_SIGMA * self.state["dabs"][at], sigma * np.sqrt(a_drift / (2.0 - a_drift))
+            )
+            z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / dsigma)
+        return self.calibrator.score(at, z)
+
+    def _learn(self, at: Index, ids: Ids, ts: Floats, x: Floats) -> None:
+        st = self.state
+        resid, base, sigma, limit, step, dt, a_drift, new_drift, where = self._expect(at, ids, ts, x)
+        cell = where.astype(np.intp)
+        mean, dabs, mad, plain, n, first = (
+            st[k][at] for k in ("mean", "dabs", "mad", "plain", "n", "first_ts")
+        )
+        start = n == 0
+        dev = x - base
+        first = pick(start, ts, first)
         count_alpha = 1.0 / (n + 1.0)
         a_level = np.maximum(half_life_weight(dt, self.level_half_life_s), count_alpha)
         a_spread = np.maximum(half_life_weight(dt, self.spread_half_life_s), count_alpha)
         # a young profile averages the periods it has seen (a short half-life), an old one forgets slowly
-        periods = np.clip(span / self.period_s, 0.25, self.cell_half_life_periods)
+        periods = np.clip((ts - first) / self.period_s, 0.25, self.cell_half_life_periods)
         a_cell = np.asarray(1.0 - np.exp2(-dt / (periods * self.cell_visit_s)))
-        new_level = pick(start, base, base + a_level * step)
-        cells = self.profile.cells
         old = self._cells(at, ids, cell)
         goal = dev + mean
         target = np.clip(goal, old - limit, old + limit)  # a spike moves its cell by at most `limit`
         new_cell = np.where(np.isnan(old), goal, old + a_cell * (target - old)).astype(np.float32)
-        if isinstance(at, slice) and ok.all() and (cell == cell[0]).all():
-            cells[at, int(cell[0])] = new_cell
+        if isinstance(at, slice) and (cell == cell[0]).all():
+            self.profile.cells[int(cell[0]), at] = new_cell
         else:
-            upd = np.flatnonzero(ok)
-            cells[ids[upd], cell[upd]] = new_cell[upd]
-        new_mean = mean + (new_cell - np.nan_to_num(old)) / self.bins
-        st.put(
-            at,
-            ok,
-            level=new_level,
-            mean=new_mean,
-            drift=new_drift,
-            dabs=dabs + a_spread * (np.minimum(np.abs(new_drift), 2.0 * dsigma) - dabs),
-            mad=pick(start, 0.0, mad + a_spread * (np.minimum(np.abs(resid), limit) - mad)),
-            plain=pick(start, 0.0, plain + a_spread * (np.minimum(np.abs(dev), 4.0 * limit) - plain)),
-            n=n + 1.0,
-            first_ts=pick(start, ts, first),
-            last_ts=ts,
-        )
-        return p
+            self.profile.cells[cell, ids] = new_cell
+        dsigma = np.maximum(_ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
+        new_mad = pick(start, 0.0, mad + a_spread * (np.minimum(np.abs(resid), limit) - mad))
+        new_plain = pick(start, 0.0, plain + a_spread * (np.minimum(np.abs(dev), 4.0 * limit) - plain))
+        old_enough = ts - first >= self.min_periods * self.period_s
+        st["level"][at] = pick(start, base, base + a_level * step)
+        st["mean"][at] = mean + (new_cell - np.nan_to_num(old)) / self.bins
+        st["drift"][at] = new_drift
+        st["dabs"][at] = dabs + a_spread * (np.minimum(np.abs(new_drift), 2.0 * dsigma) - dabs)
+        st["mad"][at] = new_mad
+        st["plain"][at] = new_plain
+        st["explained"][at] = old_enough & (new_mad <= self.gate * new_plain)
+        st["n"][at] = n + 1.0
+        st["first_ts"][at] = first
+        st["last_ts"][at] = ts
