@@ -257,8 +257,8 @@ def report(console: Console, bank: Result, alone: list[Result], river: Result) -
         table.add_row(r.name, f"{r.samples_per_s:,.0f}", f"{r.bytes_per_series:,.0f}", r.note)
     console.print(table)
     console.print(
-        "bank (4 gauge detectors + staleness) vs river (4 models per series), same detector count:"
-        f" [bold]{bank.samples_per_s / river.samples_per_s:,.1f}x[/]"
+        f"bank ({len(DetectorBank().detectors[Kind.GAUGE])} gauge detectors + staleness) vs river (4 models"
+        f" per series): [bold]{bank.samples_per_s / river.samples_per_s:,.1f}x[/]"
         f" samples/s (target >= 20x), [bold]{river.bytes_per_series / bank.bytes_per_series:,.1f}x[/] less"
         f" state per series; bank state {bank.bytes_per_series:,.0f} B/series (target <= 1024)"
     )
