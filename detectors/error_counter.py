@@ -112,7 +112,7 @@ class FleetPrior:
         sum_n = np.bincount(f, n, n_fields)
         sum_e = np.bincount(f, e, n_fields)
         count = np.bincount(f, minlength=n_fields).astype(np.float64)
-        self.watched = sum_e
+        self.watched = np.asarray(sum_e, dtype=np.float64)
         m = (sum_n + self.a0) / (sum_e + self.b0)
         q = np.bincount(f, (n - m[f] * e) ** 2 / e, n_fields)
         spread = sum_e - np.bincount(f, e * e, n_fields) / np.maximum(sum_e, 1e-9)  # 0 for one part alone
