@@ -205,7 +205,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         fleet_weight: float = 2.0,
         max_prior_weight_s: float = _DAY,
         refit_every_s: float = 600.0,
-        warm_fleet_days: float = 2.0,
+        warm_fleet_days: float = 1.0,
         warm_floor: float = 1e-3,
     ) -> None:
         self.warm_s = warm_fleet_days * _DAY
