@@ -4,6 +4,11 @@ A monotonic counter's level means nothing; its per-second rate is a gauge, judge
 detector. The first sample only primes the state. A drop is a restart (reboot, exporter or driver
 reload): what follows is a restart transient (boot I/O, caches refilling), so the series is neither
 scored nor learnt from for `restart_quiet_s` after it.
+
+A reading equal to the last one, on a counter that moved at its last reading, is a repeated scrape
+(an exporter serving its cache: dcgm-exporter collects every 30 s and is scraped every 15 s; a
+node-exporter answering late): it is skipped, and the next reading's rate spans both intervals. A
+second repeat in a row is a counter that stopped (a stalled mount), scored as a zero rate.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ class CounterRate(ByRounds, ArrayState):
     def __init__(self, rates: RobustDeviation | None = None, restart_quiet_s: float = 300.0) -> None:
         self.rates = rates or RobustDeviation()
         self.restart_quiet_s = restart_quiet_s
-        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "quiet_until": -np.inf})
+        self.state = SeriesState(
+            {"last": np.nan, "last_ts": -np.inf, "quiet_until": -np.inf, "repeated": 0.0}
+        )
 
     def rate_of(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """The rate these samples would give (NaN for a series' first sample); reads, never writes."""
@@ -41,6 +48,10 @@ class CounterRate(ByRounds, ArrayState):
         st = self.state
         last, last_ts, quiet = st["last"][ids], st["last_ts"][ids], st["quiet_until"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
+        same = ok & (x == last)
+        repeat = same & (st["repeated"][ids] == 0.0)  # the first repeat: a cached scrape, not a stall
+        st["repeated"][ids] = np.where(ok, same, st["repeated"][ids])
+        ok &= ~repeat
         with np.errstate(invalid="ignore", divide="ignore"):
             reset = ok & (x < last)
             rate = (x - last) / (ts - last_ts)

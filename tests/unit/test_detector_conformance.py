@@ -194,9 +194,9 @@ def _rate_shift(det: Detector) -> bool:
 
 
 def _error_burst(det: Detector) -> bool:
-    x = healthy(Kind.ERROR_COUNTER, 300)
-    x[250:, 3] += np.arange(50) * 5
-    return bool(scores(det, x)[252, 3] < 1e-8)
+    x = healthy(Kind.ERROR_COUNTER, 600)  # the fleet watched for over a day in all: its prior is warm
+    x[550:, 3] += np.arange(50) * 5
+    return bool(scores(det, x)[552, 3] < 1e-8)
 
 
 def _node_vector_breaks(det: Detector) -> bool:

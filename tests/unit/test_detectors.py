@@ -37,7 +37,7 @@ def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
     x[250:, 0] = np.arange(50) * 5  # 5 new errors every scrape
     x[:, 1] = np.r_[np.full(150, 40.0), np.zeros(150)]  # counter drops to 0: a reset
     x[:, 2] = np.r_[np.full(150, 100.0), np.full(150, 60.0)]  # ... to a value, not to 0: still a reset
-    p = scores(ErrorCounterSurprise(), x)
+    p = scores(ErrorCounterSurprise(warm_fleet_days=0.0), x)  # three parts: never warm by default
     assert p[252, 0] < 1e-8
     assert p[:, 1].min() == 1.0
     assert p[:, 2].min() == 1.0  # not 60 new errors
@@ -99,6 +99,18 @@ def test_error_counter_a_clean_parts_first_errors_are_judged_against_its_fleets(
     assert p[-30:, 10].min() < 1e-9
 
 
+def test_error_counter_calls_nothing_rare_before_its_fleet_has_been_watched() -> None:
+    """64 parts, a quarter leaking episodes of five bursts: in the first half hour, before the fleet
+    prior has been fitted on a day of exposure, a leaky part's first episode is a vote at most; once the fleet has been watched a day in
+    all, a clean part's burst of the same size in a fleet of single errors is strong evidence again."""
+    bursty = _fleet(leaky=list(range(0, 64, 4)), episode=(2, 3, 1, 4, 2), hours=2)
+    early = _fleet_scores(bursty[:115])  # its first half hour: three leaky parts' first episodes
+    assert early.min() >= 1e-3
+    single = _fleet(leaky=list(range(0, 64, 4)), episode=(1,), hours=2)
+    single[-30:-25, 9] = (2, 3, 1, 4, 2)
+    assert _fleet_scores(single)[-30:-25, 9].min() < 1e-7
+
+
 def test_error_counter_a_fleet_whose_counters_tick_in_bursts_does_not_page_for_the_next_one() -> None:
     """Where a quarter of the parts replay in episodes of five bursts, one more such episode on a part
     never seen to tick is ordinary, not a page (it would be in a fleet whose episodes are single errors)."""
@@ -155,6 +167,7 @@ def test_duplicate_series_in_one_batch_are_applied_in_time_order() -> None:
 
 def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> None:
     bank = DetectorBank()
+    bank.error_counter.warm_s = 0.0  # one error counter for ten minutes: a fleet never warm otherwise
     bank.set_kinds(
         np.array([0, 1, 2], dtype=np.int64),
         np.array([Kind.GAUGE, Kind.ERROR_COUNTER, Kind.IGNORED], dtype=np.uint8),
@@ -164,6 +177,18 @@ def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> N
     assert ev.p[2] == 1.0 and ev.p[3] == 1.0
     ev = bank.update(np.array([0, 1]), np.full(2, 41 * STEP), np.array([1.0, 50.0]))
     assert ev.p[1] < 1e-8 and ev.p[0] == 1.0
+
+
+def test_a_repeated_counter_reading_is_a_cached_scrape_but_a_counter_that_stays_put_has_stopped() -> None:
+    """An exporter serving its cache repeats a reading now and then (rate 0, then double): not evidence.
+    A counter that stays put scrape after scrape (a stalled mount's bytes) is."""
+    rate = np.full((400, 1), 1e6) + np.tile([[0.0], [1e4]], (200, 1))
+    x = np.cumsum(rate * STEP, axis=0)
+    x[100:300:7] = x[99:299:7]  # every seventh reading repeats the one before
+    x[330:345] = x[329]  # then the counter stops for 15 scrapes
+    p = scores(CounterRate(), x)
+    assert p[100:300].min() > 1e-4
+    assert p[330:345].min() < 1e-6
 
 
 def test_a_counter_restart_is_followed_by_a_quiet_period_then_scored_again() -> None:
