@@ -39,6 +39,9 @@ SURPRISE_CAP = 12.0
 class FusionConfig:
     step_s: float = 15.0  # evaluation tick, one scrape interval
     half_life_s: float = 120.0  # decay of held family evidence
+    # decay of the load's recent evidence (`recent_up` / `recent_down`): a job phase that moved the load
+    # once still explains the heat, latency and retransmits that follow it while they settle
+    load_memory_half_life_s: float = 900.0
     vote_min: float = 2.0  # a family votes when its surprise is at least this (p <= 0.01)
     family_cap: float = 6.0  # below the firing threshold: one family alone never pages
     workload_cap: float = 4.0  # the job's own signals: a second opinion, never the main evidence
@@ -334,9 +337,13 @@ class Fusion:
         return [int(f) for f in order if row[f] >= self.config.vote_min]
 
     def decay(self, elapsed_s: float) -> None:
-        factor = np.exp2(-elapsed_s / self.config.half_life_s)
-        for held in (self.held, self.recent_up, self.recent_down):
-            held *= factor
+        cfg = self.config
+        for held, half_life in (
+            (self.held, cfg.half_life_s),
+            (self.recent_up, cfg.load_memory_half_life_s),
+            (self.recent_down, cfg.load_memory_half_life_s),
+        ):
+            held *= np.exp2(-elapsed_s / half_life)
             held[held < 1e-3] = 0.0
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
