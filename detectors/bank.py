@@ -133,30 +133,42 @@ class DetectorBank:
             mask = kinds == kind
             if mask.all():
                 rising = self._rising(kind, ids, ts, values)
-                p = self._combine(dets, ids, ts, values)
+                p = self._combine(dets, ids, ts, values, rising)
             elif mask.any():
                 sub = (ids[mask], ts[mask], values[mask])
-                rising[mask] = self._rising(kind, *sub)
-                p[mask] = self._combine(dets, *sub)
+                sub_rising = self._rising(kind, *sub)
+                p[mask] = self._combine(dets, *sub, sub_rising)
+                rising[mask] = sub_rising
         slow = self.fail_slow.update(ids, ts, values)  # after the peer detector saw the same samples
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
 
-    def _combine(self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats) -> Floats:
+    def _combine(
+        self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats, rising: NDArray[np.bool_]
+    ) -> Floats:
         """Smallest p of the detectors times their count (Bonferroni), at most 1.
 
         On a series whose own daily profile explains it (`SeasonalDeviation.explains`, read before this
         sample), the level and drift detectors' evidence is left out: their baselines lag the cycle,
         so what they see is the cycle, and the seasonal detector judges level, spikes and drift
-        against it. The count stays the same: it is one configuration whatever the series."""
+        against it. The count stays the same: it is one configuration whatever the series. Where a
+        creep's CUSUM gave the evidence, `rising` is set to the creep's direction: the evidence points
+        the way its finder saw."""
         smallest = np.ones(len(ids))
         cyclic = self.seasonal.explains(ids) if self.seasonal in dets else None
         if cyclic is not None and not cyclic.any():
             cyclic = None
+        creep = None
         for det in dets:
             p = det.update(ids, ts, values)
             if cyclic is not None and det in self.acyclic:
                 p = np.where(cyclic, 1.0, p)
+            if isinstance(det, DriftCusum):
+                creep = det, p
             np.minimum(smallest, p, out=smallest)
+        if creep is not None:
+            won = creep[1] <= np.minimum(smallest, 0.5)  # the creep's evidence is the strongest
+            if won.any():
+                rising[won] = creep[0].rising(ids[won])
         return np.minimum(smallest * len(dets), 1.0)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:

@@ -99,6 +99,12 @@ class DriftCusum(ArrayDetector):
         )
         self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
 
+    def rising(self, ids: Ids) -> NDArray[np.bool_]:
+        """Whether each series' creep is upward (its upper sum leads): a slow climb read on quantised
+        values sits below its level detector's baseline as often as above it, so only the CUSUM knows
+        which way it drifts."""
+        return np.asarray(self.state.read("hi", ids) >= self.state.read("lo", ids))
+
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
