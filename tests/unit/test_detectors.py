@@ -211,3 +211,21 @@ def test_the_geometric_tail_is_one_at_the_smallest_episode_even_when_every_episo
 
     got = geometric_tail(np.array([0.5, 1.0, 1.5, 2.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0, 1.0, 2.0, 2.0]))
     assert np.array_equal(got, [1.0, 1.0, 0.0, 0.0, 0.5, 0.25])
+
+
+def test_a_creep_read_in_whole_degrees_points_up_where_the_cusum_found_it() -> None:
+    """A temperature creeping up, printed in whole degrees, reads 47 below its level baseline as often as
+    48 above it: where the drift CUSUM's evidence is the strongest, the sample points the creep's way,
+    so fusion does not read a warming part as cooling (hotter against its load)."""
+    bank = DetectorBank()
+    bank.set_kinds(np.array([0]), np.array([Kind.GAUGE], dtype=np.uint8))
+    rng = np.random.default_rng(0)
+    low_and_strong: list[bool] = []
+    for k in range(240 * 8):
+        share = 0.1 + 0.8 * min(1.0, max(0.0, (k - 240 * 4) / (240 * 3)))  # 48 ever more often
+        x = 47.0 + float(rng.random() < share)
+        ev = bank.update(np.array([0]), np.array([STEP * k]), np.array([x]))
+        if ev.p[0] < 1e-3 and x == 47.0:
+            low_and_strong.append(bool(ev.up()[0]))
+    assert len(low_and_strong) > 100
+    assert sum(low_and_strong) > len(low_and_strong) / 3  # none without the creep's direction

@@ -281,3 +281,21 @@ def test_the_strongest_of_many_series_counts_for_less_than_a_lone_series_at_the_
     assert f.voting_families(0) == []  # 3 - log10(15) < vote_min: one of 15 at p=1e-3 is ordinary
     assert f.voting_families(1) == [Family.PCIE]
     assert f.n_series[0, Family.LIVENESS] == 15 and f.n_series[1, Family.LIVENESS] == 1
+
+
+def test_heat_following_a_load_step_minutes_later_is_still_the_loads() -> None:
+    """A job phase steps the node's load once; its heat settles over the next minutes (and the drift
+    detector holds it for up to an hour). Heat rising five minutes after the load step is the step's,
+    not a cooling fault; the same heat an hour after the load last moved is its own vote."""
+    cfg = FusionConfig()
+    f = Fusion()
+    f.ensure(1)
+    f.ingest(*directed([Family.HOST], [1e-6], [True]))
+    for tick in np.arange(0.0, 300.0, cfg.step_s):
+        f.evaluate(float(tick))
+    f.ingest(*directed([Family.THERMAL], [1e-12], [True]))
+    assert f.evaluate(300.0)[0] == cfg.workload_cap
+    for tick in np.arange(315.0, 3900.0, cfg.step_s):
+        f.evaluate(float(tick))
+    f.ingest(*directed([Family.THERMAL], [1e-12], [True]))
+    assert f.evaluate(3900.0)[0] == cfg.family_cap
