@@ -115,6 +115,9 @@ class Fusion:
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
         self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
         self.at_tick = self.held.copy()
+        self.alone = np.zeros(0)  # per entity, its strongest sustained family's capped vote (`fused`)
+        # per (entity, family), what the family calibration takes off its evidence (`apply`)
+        self.shift = np.zeros((0, N_FAMILIES))
 
     def ensure(self, n_entities: int) -> None:
         have = len(self.held)
@@ -202,7 +205,7 @@ class Fusion:
         last = self.shared_levels if previous is None else previous
         return judge(summary, last, cfg.shared_min_gpu_votes, cfg.shared_min_node_votes, cfg.shared_share)
 
-    def apply(self, tick: float, verdict: Verdict) -> Floats:
+    def apply(self, tick: float, verdict: Verdict, shift: Floats | None = None) -> Floats:
         """Second half of a tick: clear the families `verdict` calls shared, then fuse and age.
 
         A family voting on many entities of a level at once has a shared cause (a checkpoint, a job
@@ -211,8 +214,12 @@ class Fusion:
         verdict may be the fleet's (all partitions' counts merged) or this fusion's own (`evaluate`).
         Load coupling is not consulted for it: an NFS storm begins with a checkpoint's writes, so
         coupling would explain away the very storm the cluster alert is for.
+
+        `shift` (entities, families): surprise the family calibration takes off each cell's vote and
+        off what counts as sustained (`detectors/family_calibration.py`); None takes off nothing.
         """
         cfg = self.config
+        self.shift = np.zeros_like(self.held) if shift is None else shift
         self.shared_levels = verdict.shared_levels()
         self.common = np.asarray(self.shared_levels.any(axis=0))
         self.common_share = np.asarray(verdict.common_share, dtype=np.float64)
@@ -229,6 +236,7 @@ class Fusion:
             self.streak = np.where(latched, np.maximum(self.streak, cfg.sustain_ticks), self.streak).astype(
                 np.int32
             )
+            self.shift = np.where(latched, 0.0, self.shift)  # a decisive event is never calibrated away
         self.fresh[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
         fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
@@ -318,7 +326,9 @@ class Fusion:
         cfg = self.config
         sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
         capped = np.minimum(evidence, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
+        capped = np.where(sustained, capped, capped - self.shift)  # a ramp of errors is judged as it is
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
+        self.alone = np.where(sustained, votes, 0.0).max(axis=1, initial=0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
         job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))

@@ -1,0 +1,164 @@
+"""Per-family calibration of surprise against the fleet's own null: what a family's p-values promise,
+held to what its healthy entities actually show.
+
+A family's p-values are only as good as its detector's model of the physics: a counter that ticks in
+bursts, a noisy sensor or heat lagging the load make them optimistic, and a fixed firing threshold then
+pages more on that fleet than on the one it was tuned on. Votes are plentiful where pages are rare, so
+each (level, family) is calibrated where the data is: every tick an entity's held evidence of a family
+(as the vote sees it, corrected for its series count) crosses up through a surprise level L is an
+episode, and a p-value that means what it says crosses L at most once per scrape at chance 10^-L, i.e.
+    nominal(L) = ticks per day x 10^-L episodes per entity-day.
+Episodes join the null once `confirm_s` has passed without an Xid on their node and without their entity
+paging (a failure's episodes and an alert's are not the null). The realised rate over the nominal one,
+with `prior_episodes` at the nominal rate so that few episodes move nothing, is how optimistic the
+family's p-values are in -log10 p:
+    excess(L) = log10((episodes(L) + prior) / (entity-days x nominal(L) + prior)),
+and the family's surprise is lowered by the largest excess over the levels (never raised: calibration
+only ever makes the fleet quieter), so each level's episodes come no more often than its p-values
+promise. A cold start has no episodes and lowers nothing. Everything is forgotten with `half_life_s` of
+event time, so a fleet that changes is followed. All state is arrays over (entity, family, level).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from prexid.detectors.base import Floats, Ids
+
+_DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationConfig:
+    levels: tuple[float, ...] = (3.0, 4.0, 5.0, 6.0)  # surprise levels whose crossings are counted
+    step_s: float = 15.0  # one tick, one chance per scrape: the nominal rate's unit
+    confirm_s: float = 7200.0  # an episode joins the null when no Xid followed within this
+    prior_entity_days: float = 1.0  # the cold start: this much exposure at the nominal rate
+    sigmas: float = 2.0  # episodes counted at their Poisson lower bound: a few are no evidence
+    half_life_s: float = 7 * _DAY
+    max_shift: float = 6.0
+
+
+class FamilyCalibration:
+    """Per (level, family) downward shift of surprise that holds each family's episodes to their nominal
+    rate on the fleet's healthy entities."""
+
+    def __init__(self, n_families: int, config: CalibrationConfig | None = None) -> None:
+        self.config = config or CalibrationConfig()
+        cfg = self.config
+        self.n_families = n_families
+        self.levels = np.asarray(cfg.levels, dtype=np.float64)
+        k = len(self.levels)
+        self.nominal = _DAY / cfg.step_s * np.power(10.0, -self.levels)  # episodes per entity-day, by L
+        self.above = np.zeros((0, n_families, k), dtype=bool)  # held evidence at or over each level
+        self.failed_at = np.full(0, -np.inf)  # the last Xid on the entity's node
+        self.alerted_at = np.full(0, -np.inf)  # the last tick the entity was paging
+        self.level_of = np.zeros(0, dtype=np.int64)  # 0: GPU, 1: node, by entity
+        # episodes waiting for `confirm_s`: entity, family, level index, start
+        self.pending = np.zeros((0, 4))
+        # the null, forgotten with `half_life_s`: episodes per (level, family, L); entity-days watched
+        self.episodes = np.zeros((2, n_families, k))
+        self.exposure = np.zeros((2, n_families))
+        self.last_tick = -np.inf
+        self.shift = np.zeros((2, n_families))  # what each (level, family)'s surprise is lowered by
+
+    def ensure(self, n: int) -> None:
+        grow = n - len(self.failed_at)
+        if grow <= 0:
+            return
+        k = len(self.levels)
+        self.above = np.concatenate([self.above, np.zeros((grow, self.n_families, k), dtype=bool)])
+        self.failed_at = np.r_[self.failed_at, np.full(grow, -np.inf)]
+        self.alerted_at = np.r_[self.alerted_at, np.full(grow, -np.inf)]
+        self.level_of = np.r_[self.level_of, np.ones(grow, dtype=np.int64)]
+
+    def failed(self, entities: Ids, at: float) -> None:
+        """An Xid on these entities (a node and its GPUs): their episodes until now are not the null."""
+        self.ensure(int(entities.max(initial=-1)) + 1)
+        self.failed_at[entities] = np.maximum(self.failed_at[entities], at)
+
+    def per_entity(self, is_gpu: NDArray[np.bool_]) -> Floats:
+        """Each entity's shift by family, (entities, families): what to take off its evidence."""
+        return np.asarray(self.shift[np.where(is_gpu, 0, 1)], dtype=np.float64)
+
+    def observe(
+        self,
+        tick: float,
+        evidence: Floats,
+        present: NDArray[np.bool_],
+        is_gpu: NDArray[np.bool_],
+        alerting: NDArray[np.bool_],
+    ) -> None:
+        """Fold one tick in: `evidence` (entities, families) as the vote sees it before any shift,
+        `present` where an entity has series of a family, `alerting` the entities paging now."""
+        cfg, n = self.config, len(evidence)
+        self.ensure(n)
+        self.level_of[:n] = np.where(is_gpu, 0, 1)
+        self.alerted_at[:n][alerting] = tick
+        dt = tick - self.last_tick if np.isfinite(self.last_tick) else 0.0
+        self.last_tick = tick
+        fade = float(np.exp2(-dt / cfg.half_life_s))
+        self.episodes *= fade
+        watched = present & ~alerting[:, None]
+        days = dt / _DAY
+        self.exposure *= fade
+        self.exposure[0] += days * watched[is_gpu].sum(axis=0)
+        self.exposure[1] += days * watched[~is_gpu].sum(axis=0)
+
+        over = evidence[:, :, None] >= self.levels
+        ent, fam, lev = np.nonzero(over & ~self.above[:n])
+        self.above[:n] = over
+        if len(ent):
+            opened = np.column_stack([ent, fam, lev, np.full(len(ent), tick)]).astype(np.float64)
+            self.pending = np.vstack([self.pending, opened])
+        self._confirm(tick)
+
+    def _confirm(self, tick: float) -> None:
+        """Book the episodes whose `confirm_s` has passed, unless their node had an Xid or their entity
+        paged meanwhile."""
+        due = self.pending[:, 3] + self.config.confirm_s <= tick
+        if not due.any():
+            return
+        done = self.pending[due]
+        self.pending = self.pending[~due]
+        ent, fam, lev = (done[:, i].astype(np.int64) for i in range(3))
+        start = done[:, 3]
+        null = (self.failed_at[ent] < start) & (self.alerted_at[ent] < start)
+        level = self.level_of[ent[null]]
+        np.add.at(self.episodes, (level, fam[null], lev[null]), 1.0)
+        self._calibrate()
+
+    def _calibrate(self) -> None:
+        cfg = self.config
+        prior = cfg.prior_entity_days * self.nominal
+        low = np.maximum(self.episodes - cfg.sigmas * np.sqrt(self.episodes), 0.0)
+        excess = np.log10((low + prior) / (self.exposure[:, :, None] * self.nominal + prior))
+        self.shift = np.clip(excess.max(axis=2), 0.0, cfg.max_shift)
+
+    def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
+        return {
+            "above": self.above,
+            "failed_at": self.failed_at,
+            "alerted_at": self.alerted_at,
+            "level_of": self.level_of,
+            "pending": self.pending,
+            "episodes": self.episodes,
+            "exposure": self.exposure,
+            "shift": self.shift,
+            "clock": np.array([self.last_tick]),
+        }
+
+    def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
+        k = len(self.levels)
+        self.above = np.asarray(arrays["above"], dtype=bool).reshape(-1, self.n_families, k)
+        self.failed_at = np.asarray(arrays["failed_at"], dtype=np.float64)
+        self.alerted_at = np.asarray(arrays["alerted_at"], dtype=np.float64)
+        self.level_of = np.asarray(arrays["level_of"], dtype=np.int64)
+        self.pending = np.asarray(arrays["pending"], dtype=np.float64).reshape(-1, 4)
+        self.episodes = np.asarray(arrays["episodes"], dtype=np.float64).reshape(2, self.n_families, k)
+        self.exposure = np.asarray(arrays["exposure"], dtype=np.float64).reshape(2, self.n_families)
+        self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(2, self.n_families)
+        self.last_tick = float(np.asarray(arrays["clock"], dtype=np.float64)[0])
