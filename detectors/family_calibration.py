@@ -8,8 +8,9 @@ each (level, family) is calibrated where the data is: every tick an entity's hel
 (as the vote sees it, corrected for its series count) crosses up through a surprise level L is an
 episode, and a p-value that means what it says crosses L at most once per scrape at chance 10^-L, i.e.
     nominal(L) = ticks per day x 10^-L episodes per entity-day.
-Episodes join the null once `confirm_s` has passed without an Xid on their node and without their entity
-paging (a failure's episodes and an alert's are not the null). The realised rate over the nominal one,
+Episodes join the null as they open, so a fleet calibrates within its first hours, and are taken back
+if within `confirm_s` their node has an Xid or their entity pages (a failure's episodes and an alert's
+are not the null). The realised rate over the nominal one,
 with `prior_episodes` at the nominal rate so that few episodes move nothing, is how optimistic the
 family's p-values are in -log10 p:
     excess(L) = log10((episodes(L) + prior) / (entity-days x nominal(L) + prior)),
@@ -54,10 +55,9 @@ class FamilyCalibration:
         k = len(self.levels)
         self.nominal = _DAY / cfg.step_s * np.power(10.0, -self.levels)  # episodes per entity-day, by L
         self.above = np.zeros((0, n_families, k), dtype=bool)  # held evidence at or over each level
-        self.failed_at = np.full(0, -np.inf)  # the last Xid on the entity's node
-        self.alerted_at = np.full(0, -np.inf)  # the last tick the entity was paging
         self.level_of = np.zeros(0, dtype=np.int64)  # 0: GPU, 1: node, by entity
-        # episodes waiting for `confirm_s`: entity, family, level index, start
+        # episodes booked within `confirm_s`, taken back if their node has an Xid or their entity pages:
+        # entity, family, level index, start
         self.pending = np.zeros((0, 4))
         # the null, forgotten with `half_life_s`: episodes per (level, family, L); entity-days watched
         self.episodes = np.zeros((2, n_families, k))
@@ -66,19 +66,18 @@ class FamilyCalibration:
         self.shift = np.zeros((2, n_families))  # what each (level, family)'s surprise is lowered by
 
     def ensure(self, n: int) -> None:
-        grow = n - len(self.failed_at)
+        grow = n - len(self.level_of)
         if grow <= 0:
             return
         k = len(self.levels)
         self.above = np.concatenate([self.above, np.zeros((grow, self.n_families, k), dtype=bool)])
-        self.failed_at = np.r_[self.failed_at, np.full(grow, -np.inf)]
-        self.alerted_at = np.r_[self.alerted_at, np.full(grow, -np.inf)]
         self.level_of = np.r_[self.level_of, np.ones(grow, dtype=np.int64)]
 
     def failed(self, entities: Ids, at: float) -> None:
-        """An Xid on these entities (a node and its GPUs): their episodes until now are not the null."""
+        """An Xid at `at` on these entities (a node and its GPUs): their episodes booked before it, within
+        `confirm_s`, were a failure's, not the null's."""
         self.ensure(int(entities.max(initial=-1)) + 1)
-        self.failed_at[entities] = np.maximum(self.failed_at[entities], at)
+        self._retract(np.isin(self.pending[:, 0].astype(np.int64), entities) & (self.pending[:, 3] <= at))
 
     def per_entity(self, is_gpu: NDArray[np.bool_]) -> Floats:
         """Each entity's shift by family, (entities, families): what to take off its evidence."""
@@ -93,42 +92,45 @@ class FamilyCalibration:
         alerting: NDArray[np.bool_],
     ) -> None:
         """Fold one tick in: `evidence` (entities, families) as the vote sees it before any shift,
-        `present` where an entity has series of a family, `alerting` the entities paging now."""
+        `present` where an entity has series of a family, `alerting` the entities paging now.
+
+        Episodes are booked as they open, so a fleet calibrates within its first hours: one that turns
+        out a failure's (an Xid on its node) or an alert's within `confirm_s` is taken back."""
         cfg, n = self.config, len(evidence)
         self.ensure(n)
         self.level_of[:n] = np.where(is_gpu, 0, 1)
-        self.alerted_at[:n][alerting] = tick
         dt = tick - self.last_tick if np.isfinite(self.last_tick) else 0.0
         self.last_tick = tick
         fade = float(np.exp2(-dt / cfg.half_life_s))
         self.episodes *= fade
         watched = present & ~alerting[:, None]
-        days = dt / _DAY
         self.exposure *= fade
-        self.exposure[0] += days * watched[is_gpu].sum(axis=0)
-        self.exposure[1] += days * watched[~is_gpu].sum(axis=0)
+        self.exposure[0] += dt / _DAY * watched[is_gpu].sum(axis=0)
+        self.exposure[1] += dt / _DAY * watched[~is_gpu].sum(axis=0)
 
         over = evidence[:, :, None] >= self.levels
-        ent, fam, lev = np.nonzero(over & ~self.above[:n])
+        ent, fam, lev = np.nonzero(over & ~self.above[:n] & watched[:, :, None])
         self.above[:n] = over
         if len(ent):
+            np.add.at(self.episodes, (self.level_of[ent], fam, lev), 1.0)
             opened = np.column_stack([ent, fam, lev, np.full(len(ent), tick)]).astype(np.float64)
             self.pending = np.vstack([self.pending, opened])
-        self._confirm(tick)
+        paging = np.flatnonzero(alerting)
+        if len(paging):
+            self._retract(np.isin(self.pending[:, 0].astype(np.int64), paging))
+        self.pending = self.pending[self.pending[:, 3] + cfg.confirm_s > tick]  # confirmed: they stay
+        self._calibrate()
 
-    def _confirm(self, tick: float) -> None:
-        """Book the episodes whose `confirm_s` has passed, unless their node had an Xid or their entity
-        paged meanwhile."""
-        due = self.pending[:, 3] + self.config.confirm_s <= tick
-        if not due.any():
+    def _retract(self, rows: NDArray[np.bool_]) -> None:
+        """Take these pending episodes back out of the null, at the weight they have faded to."""
+        if not rows.any():
             return
-        done = self.pending[due]
-        self.pending = self.pending[~due]
-        ent, fam, lev = (done[:, i].astype(np.int64) for i in range(3))
-        start = done[:, 3]
-        null = (self.failed_at[ent] < start) & (self.alerted_at[ent] < start)
-        level = self.level_of[ent[null]]
-        np.add.at(self.episodes, (level, fam[null], lev[null]), 1.0)
+        gone = self.pending[rows]
+        self.pending = self.pending[~rows]
+        ent, fam, lev = (gone[:, i].astype(np.int64) for i in range(3))
+        weight = np.exp2(-(self.last_tick - gone[:, 3]) / self.config.half_life_s)
+        np.add.at(self.episodes, (self.level_of[ent], fam, lev), -np.minimum(weight, 1.0))
+        np.maximum(self.episodes, 0.0, out=self.episodes)
         self._calibrate()
 
     def _calibrate(self) -> None:
@@ -141,8 +143,6 @@ class FamilyCalibration:
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {
             "above": self.above,
-            "failed_at": self.failed_at,
-            "alerted_at": self.alerted_at,
             "level_of": self.level_of,
             "pending": self.pending,
             "episodes": self.episodes,
@@ -154,8 +154,6 @@ class FamilyCalibration:
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
         k = len(self.levels)
         self.above = np.asarray(arrays["above"], dtype=bool).reshape(-1, self.n_families, k)
-        self.failed_at = np.asarray(arrays["failed_at"], dtype=np.float64)
-        self.alerted_at = np.asarray(arrays["alerted_at"], dtype=np.float64)
         self.level_of = np.asarray(arrays["level_of"], dtype=np.int64)
         self.pending = np.asarray(arrays["pending"], dtype=np.float64).reshape(-1, 4)
         self.episodes = np.asarray(arrays["episodes"], dtype=np.float64).reshape(2, self.n_families, k)
