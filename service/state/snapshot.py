@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 12  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 13  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -37,6 +37,7 @@ VERSION = 12  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # ledger, DCGM's Xid field per GPU; v10: error counters by episode, with fleet fields (their prior);
 # v11: series expire: the registry keeps when each series was last seen and the free ids; v12: fusion
 # latches decisive events (row remaps) per cell, and the registry knows which series are row-remap fields
+# v13: the family calibration (episodes per level, family and surprise level; pending ones; shifts)
 
 
 class SnapshotError(ValueError):
