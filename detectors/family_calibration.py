@@ -36,7 +36,10 @@ _DAY = 86400.0
 class CalibrationConfig:
     levels: tuple[float, ...] = (3.0, 4.0, 5.0, 6.0)  # surprise levels whose crossings are counted
     step_s: float = 15.0  # one tick, one chance per scrape: the nominal rate's unit
-    confirm_s: float = 7200.0  # an episode joins the null when no Xid followed within this
+    confirm_s: float = 7200.0  # an episode is taken back if an Xid or a page follows within this
+    # a sustained hard-error ramp joins the null only once this has passed without an Xid on its node or
+    # a page of its entity: as long as a warning is linked to its Xid (a failing part ramps for hours)
+    sustained_confirm_s: float = 6 * 3600.0
     prior_entity_days: float = 1.0  # the cold start: this much exposure at the nominal rate
     sigmas: float = 2.0  # episodes counted at their Poisson lower bound: a few are no evidence
     half_life_s: float = 7 * _DAY
@@ -64,6 +67,13 @@ class FamilyCalibration:
         self.exposure = np.zeros((2, n_families))
         self.last_tick = -np.inf
         self.shift = np.zeros((2, n_families))  # what each (level, family)'s surprise is lowered by
+        # The same for sustained evidence (the hard-error path that pages alone), booked once confirmed
+        self.failed_at = np.full(0, -np.inf)  # the last Xid on the entity's node
+        self.alerted_at = np.full(0, -np.inf)  # the last tick the entity was paging
+        self.sustained_above = np.zeros((0, n_families, k), dtype=bool)
+        self.sustained_pending = np.zeros((0, 4))
+        self.sustained_episodes = np.zeros((2, n_families, k))
+        self.sustained_shift = np.zeros((2, n_families))
 
     def ensure(self, n: int) -> None:
         grow = n - len(self.level_of)
@@ -72,16 +82,27 @@ class FamilyCalibration:
         k = len(self.levels)
         self.above = np.concatenate([self.above, np.zeros((grow, self.n_families, k), dtype=bool)])
         self.level_of = np.r_[self.level_of, np.ones(grow, dtype=np.int64)]
+        self.failed_at = np.r_[self.failed_at, np.full(grow, -np.inf)]
+        self.alerted_at = np.r_[self.alerted_at, np.full(grow, -np.inf)]
+        self.sustained_above = np.concatenate(
+            [self.sustained_above, np.zeros((grow, self.n_families, k), dtype=bool)]
+        )
 
     def failed(self, entities: Ids, at: float) -> None:
         """An Xid at `at` on these entities (a node and its GPUs): their episodes booked before it, within
         `confirm_s`, were a failure's, not the null's."""
         self.ensure(int(entities.max(initial=-1)) + 1)
+        self.failed_at[entities] = np.maximum(self.failed_at[entities], at)
         self._retract(np.isin(self.pending[:, 0].astype(np.int64), entities) & (self.pending[:, 3] <= at))
 
-    def per_entity(self, is_gpu: NDArray[np.bool_]) -> Floats:
-        """Each entity's shift by family, (entities, families): what to take off its evidence."""
-        return np.asarray(self.shift[np.where(is_gpu, 0, 1)], dtype=np.float64)
+    def per_entity(self, is_gpu: NDArray[np.bool_]) -> tuple[Floats, Floats]:
+        """Each entity's shifts by family, (entities, families): what to take off its votes, and off its
+        sustained evidence."""
+        level = np.where(is_gpu, 0, 1)
+        return (
+            np.asarray(self.shift[level], dtype=np.float64),
+            np.asarray(self.sustained_shift[level], dtype=np.float64),
+        )
 
     def observe(
         self,
@@ -90,9 +111,11 @@ class FamilyCalibration:
         present: NDArray[np.bool_],
         is_gpu: NDArray[np.bool_],
         alerting: NDArray[np.bool_],
+        sustained: NDArray[np.bool_] | None = None,
     ) -> None:
         """Fold one tick in: `evidence` (entities, families) as the vote sees it before any shift,
-        `present` where an entity has series of a family, `alerting` the entities paging now.
+        `present` where an entity has series of a family, `alerting` the entities paging now,
+        `sustained` the cells on the hard-error path (`Fusion.sustained`).
 
         Episodes are booked as they open, so a fleet calibrates within its first hours: one that turns
         out a failure's (an Xid on its node) or an alert's within `confirm_s` is taken back."""
@@ -103,6 +126,7 @@ class FamilyCalibration:
         self.last_tick = tick
         fade = float(np.exp2(-dt / cfg.half_life_s))
         self.episodes *= fade
+        self.sustained_episodes *= fade
         watched = present & ~alerting[:, None]
         self.exposure *= fade
         self.exposure[0] += dt / _DAY * watched[is_gpu].sum(axis=0)
@@ -119,7 +143,31 @@ class FamilyCalibration:
         if len(paging):
             self._retract(np.isin(self.pending[:, 0].astype(np.int64), paging))
         self.pending = self.pending[self.pending[:, 3] + cfg.confirm_s > tick]  # confirmed: they stay
+        self.alerted_at[:n][alerting] = tick
+        if sustained is not None:
+            self._sustained(tick, np.where(sustained & watched, evidence, 0.0))
         self._calibrate()
+
+    def _sustained(self, tick: float, evidence: Floats) -> None:
+        """Sustained episodes wait `sustained_confirm_s` and join the null unless their node had an Xid
+        or their entity paged meanwhile: a failing part's ramp lowers nothing even for a moment."""
+        n = len(evidence)
+        over = evidence[:, :, None] >= self.levels
+        ent, fam, lev = np.nonzero(over & ~self.sustained_above[:n])
+        self.sustained_above[:n] = over
+        if len(ent):
+            opened = np.column_stack([ent, fam, lev, np.full(len(ent), tick)]).astype(np.float64)
+            self.sustained_pending = np.vstack([self.sustained_pending, opened])
+        due = self.sustained_pending[:, 3] + self.config.sustained_confirm_s <= tick
+        if not due.any():
+            return
+        done = self.sustained_pending[due]
+        self.sustained_pending = self.sustained_pending[~due]
+        ent, fam, lev = (done[:, i].astype(np.int64) for i in range(3))
+        start = done[:, 3]
+        null = (self.failed_at[ent] < start) & (self.alerted_at[ent] < start)
+        weight = np.exp2(-(tick - start[null]) / self.config.half_life_s)
+        np.add.at(self.sustained_episodes, (self.level_of[ent[null]], fam[null], lev[null]), weight)
 
     def _retract(self, rows: NDArray[np.bool_]) -> None:
         """Take these pending episodes back out of the null, at the weight they have faded to."""
@@ -134,11 +182,16 @@ class FamilyCalibration:
         self._calibrate()
 
     def _calibrate(self) -> None:
+        self.shift = self._excess(self.episodes)
+        self.sustained_shift = self._excess(self.sustained_episodes)
+
+    def _excess(self, episodes: Floats) -> Floats:
+        """log10 of the realised over the nominal rate, the largest over the levels, at least 0."""
         cfg = self.config
         prior = cfg.prior_entity_days * self.nominal
-        low = np.maximum(self.episodes - cfg.sigmas * np.sqrt(self.episodes), 0.0)
+        low = np.maximum(episodes - cfg.sigmas * np.sqrt(episodes), 0.0)
         excess = np.log10((low + prior) / (self.exposure[:, :, None] * self.nominal + prior))
-        self.shift = np.clip(excess.max(axis=2), 0.0, cfg.max_shift)
+        return np.asarray(np.clip(excess.max(axis=2), 0.0, cfg.max_shift), dtype=np.float64)
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {
@@ -149,6 +202,12 @@ class FamilyCalibration:
             "exposure": self.exposure,
             "shift": self.shift,
             "clock": np.array([self.last_tick]),
+            "failed_at": self.failed_at,
+            "alerted_at": self.alerted_at,
+            "sustained_above": self.sustained_above,
+            "sustained_pending": self.sustained_pending,
+            "sustained_episodes": self.sustained_episodes,
+            "sustained_shift": self.sustained_shift,
         }
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
@@ -160,3 +219,15 @@ class FamilyCalibration:
         self.exposure = np.asarray(arrays["exposure"], dtype=np.float64).reshape(2, self.n_families)
         self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(2, self.n_families)
         self.last_tick = float(np.asarray(arrays["clock"], dtype=np.float64)[0])
+        self.failed_at = np.asarray(arrays["failed_at"], dtype=np.float64)
+        self.alerted_at = np.asarray(arrays["alerted_at"], dtype=np.float64)
+        self.sustained_above = np.asarray(arrays["sustained_above"], dtype=bool).reshape(
+            -1, self.n_families, k
+        )
+        self.sustained_pending = np.asarray(arrays["sustained_pending"], dtype=np.float64).reshape(-1, 4)
+        self.sustained_episodes = np.asarray(arrays["sustained_episodes"], dtype=np.float64).reshape(
+            2, self.n_families, k
+        )
+        self.sustained_shift = np.asarray(arrays["sustained_shift"], dtype=np.float64).reshape(
+            2, self.n_families
+        )

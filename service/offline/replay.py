@@ -103,9 +103,10 @@ def budget_line(budget: AlertBudget) -> str:
 def calibration_line(calibration: FamilyCalibration) -> str:
     """What the family calibration takes off each family's surprise, where it takes anything off."""
     per = [
-        f"{level} {Family(f).label} -{calibration.shift[i, f]:.2f}"
+        f"{level} {Family(f).label}{path} -{table[i, f]:.2f}"
+        for path, table in (("", calibration.shift), (" sustained", calibration.sustained_shift))
         for i, level in enumerate(LEVELS)
-        for f in np.flatnonzero(calibration.shift[i] >= 0.005).tolist()
+        for f in np.flatnonzero(table[i] >= 0.005).tolist()
     ]
     return "family calibration: " + (", ".join(per) or "nothing lowered")
 

@@ -434,7 +434,7 @@ class Pipeline:
         if calibration is not None:
             self.lifecycle.ensure(len(fused))
             alerting = self.lifecycle.phase[: len(fused)] == Phase.FIRING
-            calibration.observe(tick, fusion.at_tick, fusion.present, is_gpu, alerting)
+            calibration.observe(tick, fusion.at_tick, fusion.present, is_gpu, alerting, fusion.sustained)
         alerts = [
             self._transition_alert(t)
             for t in self.lifecycle.step(fused, tick, fire)

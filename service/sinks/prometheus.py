@@ -205,19 +205,24 @@ class BudgetCollector(PipelinesCollector):
         )
         shift = GaugeMetricFamily(
             "prexid_family_calibration_shift",
-            "Surprise (-log10 p) the family calibration takes off a family's votes, by level and family",
-            labels=["cluster", "level", "family"],
+            "Surprise (-log10 p) the family calibration takes off a family's votes (path=vote) or off its "
+            "sustained hard-error evidence (path=sustained), by level and family",
+            labels=["cluster", "level", "family", "path"],
         )
         highest: dict[tuple[str, str], tuple[float, float]] = {}
         paged: dict[tuple[str, str], tuple[float, float]] = {}  # pages, node-days
         budgets: dict[str, float] = {}
-        shifts: dict[tuple[str, str, str], float] = {}
+        shifts: dict[tuple[str, str, str, str], float] = {}
         for p in self.pipelines():
             cluster = p.config.cluster
             if p.calibration is not None:
-                for (i, f), value in np.ndenumerate(p.calibration.shift):
-                    key = (cluster, LEVELS[i], Family(f).label)
-                    shifts[key] = max(float(value), shifts.get(key, 0.0))
+                for path, table in (
+                    ("vote", p.calibration.shift),
+                    ("sustained", p.calibration.sustained_shift),
+                ):
+                    for (i, f), lowered in np.ndenumerate(table):
+                        key = (cluster, LEVELS[i], Family(f).label, path)
+                        shifts[key] = max(float(lowered), shifts.get(key, 0.0))
             if p.budget is None:
                 continue
             budgets[cluster] = p.budget.config.pages_per_node_day

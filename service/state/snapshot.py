@@ -37,7 +37,8 @@ VERSION = 13  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # ledger, DCGM's Xid field per GPU; v10: error counters by episode, with fleet fields (their prior);
 # v11: series expire: the registry keeps when each series was last seen and the free ids; v12: fusion
 # latches decisive events (row remaps) per cell, and the registry knows which series are row-remap fields
-# v13: the family calibration (episodes per level, family and surprise level; pending ones; shifts)
+# v13: the family calibration (episodes per level, family and surprise level; pending ones; shifts), and
+# fusion keeps the shifts and the hard-error path it applied at the last tick
 
 
 class SnapshotError(ValueError):
