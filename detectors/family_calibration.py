@@ -10,14 +10,18 @@ episode, and a p-value that means what it says crosses L at most once per scrape
     nominal(L) = ticks per day x 10^-L episodes per entity-day.
 Episodes join the null as they open, so a fleet calibrates within its first hours, and are taken back
 if within `confirm_s` their node has an Xid or their entity pages (a failure's episodes and an alert's
-are not the null). The realised rate over the nominal one,
-with `prior_episodes` at the nominal rate so that few episodes move nothing, is how optimistic the
-family's p-values are in -log10 p:
-    excess(L) = log10((episodes(L) + prior) / (entity-days x nominal(L) + prior)),
-and the family's surprise is lowered by the largest excess over the levels (never raised: calibration
-only ever makes the fleet quieter), so each level's episodes come no more often than its p-values
-promise. A cold start has no episodes and lowers nothing. Everything is forgotten with `half_life_s` of
-event time, so a fleet that changes is followed. All state is arrays over (entity, family, level).
+are not the null). The realised rate over the nominal one is how optimistic the family's p-values
+are, in -log10 p; episodes are taken at their Poisson lower bound (`sigmas`) and a prior of
+`prior_entity_days` at the nominal rate is added, so a cold start and a handful of episodes move
+nothing:
+    excess(L) = log10((n - 2 sqrt(n) + prior) / (entity-days x nominal(L) + prior)),
+and the family's capped vote is lowered by the largest excess over the levels (never raised:
+calibration only ever makes the fleet quieter), so each level's episodes come no more often than its
+p-values promise. The hard-error path (sustained evidence that pages alone) is judged the same way on
+its own sustained episodes, booked only after `sustained_confirm_s` (a failing part's ramp must not
+lower its own family even for a moment), and lowered before its cap (`Fusion.fused`). Everything is
+forgotten with `half_life_s` of event time, so a fleet that changes is followed. All state is arrays
+over (entity, family, level).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ _DAY = 86400.0
 class CalibrationConfig:
     levels: tuple[float, ...] = (3.0, 4.0, 5.0, 6.0)  # surprise levels whose crossings are counted
     step_s: float = 15.0  # one tick, one chance per scrape: the nominal rate's unit
-    confirm_s: float = 7200.0  # an episode is taken back if an Xid or a page follows within this
+    confirm_s: float = 6 * 3600.0  # an episode is taken back if an Xid or a page follows within this
     # a sustained hard-error ramp joins the null only once this has passed without an Xid on its node or
     # a page of its entity: as long as a warning is linked to its Xid (a failing part ramps for hours)
     sustained_confirm_s: float = 6 * 3600.0
