@@ -50,6 +50,20 @@ class CalibrationConfig:
     max_shift: float = 6.0
 
 
+def _crossings(
+    evidence: Floats, above: NDArray[np.bool_], levels: Floats, counted: NDArray[np.bool_]
+) -> tuple[Ids, Ids, Ids]:
+    """(entity, family, level) cells whose evidence crossed up through a level since the last tick, of
+    those `counted`; `above` (entities, families, levels) is brought up to date. Only the entities at or
+    over the lowest level now or at the last tick are looked at (levels ascend): a few in a quiet fleet."""
+    n = len(evidence)
+    rows = np.flatnonzero((evidence >= levels[0]).any(axis=1) | above[:n, :, 0].any(axis=1))
+    over = evidence[rows, :, None] >= levels
+    i, fam, lev = np.nonzero(over & ~above[rows] & counted[rows, :, None])
+    above[rows] = over
+    return rows[i], fam, lev
+
+
 class FamilyCalibration:
     """Per (level, family) downward shift of surprise that holds each family's episodes to their nominal
     rate on the fleet's healthy entities."""
@@ -136,9 +150,7 @@ class FamilyCalibration:
         self.exposure[0] += dt / _DAY * watched[is_gpu].sum(axis=0)
         self.exposure[1] += dt / _DAY * watched[~is_gpu].sum(axis=0)
 
-        over = evidence[:, :, None] >= self.levels
-        ent, fam, lev = np.nonzero(over & ~self.above[:n] & watched[:, :, None])
-        self.above[:n] = over
+        ent, fam, lev = _crossings(evidence, self.above, self.levels, watched)
         if len(ent):
             np.add.at(self.episodes, (self.level_of[ent], fam, lev), 1.0)
             opened = np.column_stack([ent, fam, lev, np.full(len(ent), tick)]).astype(np.float64)
@@ -146,7 +158,8 @@ class FamilyCalibration:
         paging = np.flatnonzero(alerting)
         if len(paging):
             self._retract(np.isin(self.pending[:, 0].astype(np.int64), paging))
-        self.pending = self.pending[self.pending[:, 3] + cfg.confirm_s > tick]  # confirmed: they stay
+        confirmed = int(np.searchsorted(self.pending[:, 3], tick - cfg.confirm_s, side="right"))
+        self.pending = self.pending[confirmed:]  # in order of start; confirmed ones stay in the null
         self.alerted_at[:n][alerting] = tick
         if sustained is not None:
             self._sustained(tick, np.where(sustained & watched, evidence, 0.0))
@@ -155,10 +168,7 @@ class FamilyCalibration:
     def _sustained(self, tick: float, evidence: Floats) -> None:
         """Sustained episodes wait `sustained_confirm_s` and join the null unless their node had an Xid
         or their entity paged meanwhile: a failing part's ramp lowers nothing even for a moment."""
-        n = len(evidence)
-        over = evidence[:, :, None] >= self.levels
-        ent, fam, lev = np.nonzero(over & ~self.sustained_above[:n])
-        self.sustained_above[:n] = over
+        ent, fam, lev = _crossings(evidence, self.sustained_above, self.levels, evidence > 0.0)
         if len(ent):
             opened = np.column_stack([ent, fam, lev, np.full(len(ent), tick)]).astype(np.float64)
             self.sustained_pending = np.vstack([self.sustained_pending, opened])
