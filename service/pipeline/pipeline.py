@@ -430,7 +430,7 @@ class Pipeline:
         self.fused_scores = fused
         for listener in self.tick_listeners:
             listener(tick, fused, fusion.at_tick)
-        fire = None if self.budget is None else self._fire_thresholds(tick, fused, is_gpu)
+        fire = None if self.budget is None else self._fire_thresholds(self.budget, tick, fused, is_gpu)
         if calibration is not None:
             self.lifecycle.ensure(len(fused))
             alerting = self.lifecycle.phase[: len(fused)] == Phase.FIRING
@@ -449,14 +449,15 @@ class Pipeline:
             self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)
 
-    def _fire_thresholds(self, tick: float, fused: NDArray[np.float64], is_gpu: NDArray[np.bool_]) -> Any:
+    def _fire_thresholds(
+        self, budget: AlertBudget, tick: float, fused: NDArray[np.float64], is_gpu: NDArray[np.bool_]
+    ) -> NDArray[np.float64]:
         """Each entity's firing threshold: the budget's for its level, but the configured one where a
         single sustained hard-error (or fail-slow) family carries the score to it alone. That path is
         held to its family's own episode rate (the family calibration), so a threshold the budget raised
         above the hard-error cap does not silence the single-family warnings that carry most pre-XID
         leads."""
-        assert self.budget is not None
-        fire = self.budget.observe(tick, fused, is_gpu)
+        fire = budget.observe(tick, fused, is_gpu)
         configured = self.config.lifecycle.fire
         return np.where(self.fusion.alone >= configured, np.minimum(fire, configured), fire)
 

@@ -116,5 +116,5 @@ def test_a_raised_threshold_does_not_silence_a_single_sustained_family_carrying_
     pipeline.budget.thresholds[:] = 15.0
     pipeline.fusion.alone = np.array([10.0, 0.0, 0.0])  # GPU 0: one family, sustained, at the cap
     fused = np.array([10.0, 12.0, 12.0])
-    fire = pipeline._fire_thresholds(0.0, fused, np.array([True, True, False]))
+    fire = pipeline._fire_thresholds(pipeline.budget, 0.0, fused, np.array([True, True, False]))
     np.testing.assert_allclose(fire, [FIRE, 15.0, 15.0])
