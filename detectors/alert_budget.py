@@ -37,7 +37,8 @@ class BudgetConfig:
     floor: float = 4.0  # an episode is a sustained score above this (the resolve threshold)
     tail_from: float = 6.0  # the tail is fitted on peaks above this: one family alone is capped at it
     persist_ticks: int = 3  # as the lifecycle: what must be sustained to fire
-    confirm_s: float = 7200.0  # an episode joins the null when no Xid followed within this
+    confirm_s: float = 6 * 3600.0  # an episode joins the null when no Xid followed within this (a
+    # warning is linked to its Xid this long: a failing part ramps for hours)
     min_node_days: float = 4.0
     min_episodes: int = 10
     max_fire: float = 30.0

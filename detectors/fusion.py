@@ -118,6 +118,12 @@ class Fusion:
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
         self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
         self.at_tick = self.held.copy()
+        self.alone = np.zeros(0)  # per entity, its strongest sustained family's capped vote (`fused`)
+        # per (entity, family), what the family calibration takes off its vote, and off its evidence on
+        # the hard-error path (`apply`); and which cells were on that path at the last tick
+        self.shift = np.zeros((0, N_FAMILIES))
+        self.sustained_shift = np.zeros((0, N_FAMILIES))
+        self.sustained = np.zeros((0, N_FAMILIES), dtype=bool)
 
     def ensure(self, n_entities: int) -> None:
         have = len(self.held)
@@ -205,7 +211,7 @@ class Fusion:
         last = self.shared_levels if previous is None else previous
         return judge(summary, last, cfg.shared_min_gpu_votes, cfg.shared_min_node_votes, cfg.shared_share)
 
-    def apply(self, tick: float, verdict: Verdict) -> Floats:
+    def apply(self, tick: float, verdict: Verdict, shift: tuple[Floats, Floats] | None = None) -> Floats:
         """Second half of a tick: clear the families `verdict` calls shared, then fuse and age.
 
         A family voting on many entities of a level at once has a shared cause (a checkpoint, a job
@@ -214,8 +220,15 @@ class Fusion:
         verdict may be the fleet's (all partitions' counts merged) or this fusion's own (`evaluate`).
         Load coupling is not consulted for it: an NFS storm begins with a checkpoint's writes, so
         coupling would explain away the very storm the cluster alert is for.
+
+        `shift`: surprise the family calibration takes off each (entity, family) cell's capped vote, and
+        off its evidence on the hard-error path, before that cap (`detectors/family_calibration.py`);
+        None takes off nothing.
         """
         cfg = self.config
+        self.shift, self.sustained_shift = (
+            (np.zeros_like(self.held), np.zeros_like(self.held)) if shift is None else shift
+        )
         self.shared_levels = verdict.shared_levels()
         self.common = np.asarray(self.shared_levels.any(axis=0))
         self.common_share = np.asarray(verdict.common_share, dtype=np.float64)
@@ -232,6 +245,8 @@ class Fusion:
             self.streak = np.where(latched, np.maximum(self.streak, cfg.sustain_ticks), self.streak).astype(
                 np.int32
             )
+            self.shift = np.where(latched, 0.0, self.shift)  # a decisive event is never calibrated away
+            self.sustained_shift = np.where(latched, 0.0, self.sustained_shift)
         self.fresh[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
         fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
@@ -320,8 +335,16 @@ class Fusion:
         workload vote is: it may page alone once sustained, as ramping hardware errors may."""
         cfg = self.config
         sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
-        capped = np.minimum(evidence, np.where(sustained, cfg.hard_error_cap, cfg.family_cap))
+        self.sustained = sustained
+        # a family's vote lowered under its cap; a ramp of errors under its own calibration, before the
+        # cap, so headroom above it is spent first
+        capped = np.where(
+            sustained,
+            np.minimum(evidence - self.sustained_shift, cfg.hard_error_cap),
+            np.minimum(evidence, cfg.family_cap) - self.shift,
+        )
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
+        self.alone = np.where(sustained, votes, 0.0).max(axis=1, initial=0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
         job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
@@ -369,6 +392,10 @@ class Fusion:
             "at_tick": self.at_tick,
             "common_share": self.common_share,
             "rising_share": self.rising_share,
+            "alone": self.alone,
+            "shift": self.shift,
+            "sustained_shift": self.sustained_shift,
+            "sustained": self.sustained,
         }
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
@@ -393,3 +420,7 @@ class Fusion:
         self.at_tick = np.asarray(arrays["at_tick"], dtype=np.float64)
         self.common_share = np.asarray(arrays["common_share"], dtype=np.float64)
         self.rising_share = np.asarray(arrays["rising_share"], dtype=np.float64)
+        self.alone = np.asarray(arrays["alone"], dtype=np.float64)
+        self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
+        self.sustained_shift = np.asarray(arrays["sustained_shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
+        self.sustained = np.asarray(arrays["sustained"], dtype=bool).reshape(-1, N_FAMILIES)

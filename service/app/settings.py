@@ -19,6 +19,7 @@ from pydantic_settings import (
 )
 
 from prexid.detectors.alert_budget import BudgetConfig
+from prexid.detectors.family_calibration import CalibrationConfig
 from prexid.detectors.fusion import FusionConfig
 from prexid.detectors.lifecycle import LifecycleConfig
 from prexid.service.pipeline.pipeline import PipelineConfig
@@ -51,6 +52,11 @@ class DetectionSettings(BaseModel):
         0.005,
         ge=0,
         description="false pages per node-day the firing thresholds are raised to hold; 0: fixed threshold",
+    )
+    family_calibration: bool = Field(
+        True,
+        description="lower the votes of a signal family whose healthy entities cross surprise levels "
+        "more often than its p-values promise (bursty counters, noisy sensors); false: p-values as given",
     )
     max_series: int = Field(2_000_000, ge=1, description="cardinality limit per process")
     series_ttl_s: float = Field(
@@ -103,6 +109,7 @@ class DetectionSettings(BaseModel):
             )
             if self.false_alert_budget > 0
             else None,
+            calibration=CalibrationConfig(step_s=self.step_s) if self.family_calibration else None,
             lifecycle=LifecycleConfig(
                 fire=self.fire_threshold,
                 resolve=self.resolve_threshold,

@@ -22,6 +22,8 @@ from numpy.typing import NDArray
 from rich.console import Console
 
 from prexid.detectors.alert_budget import LEVELS, AlertBudget
+from prexid.detectors.family_calibration import FamilyCalibration
+from prexid.detectors.signals import Family
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.decode.syslog import decode as decode_syslog
@@ -83,6 +85,8 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     for p, proc in enumerate(processors):
         if (budget := proc.pipeline.budget) is not None:
             console.print(f"partition {p}: {budget_line(budget)}")
+        if (calibration := proc.pipeline.calibration) is not None:
+            console.print(f"partition {p}: {calibration_line(calibration)}")
     return 0
 
 
@@ -94,6 +98,17 @@ def budget_line(budget: AlertBudget) -> str:
         for i, level in enumerate(LEVELS)
     ]
     return f"false-alert budget {budget.config.pages_per_node_day}/node-day: " + "; ".join(per)
+
+
+def calibration_line(calibration: FamilyCalibration) -> str:
+    """What the family calibration takes off each family's surprise, where it takes anything off."""
+    per = [
+        f"{level} {Family(f).label}{path} -{table[i, f]:.2f}"
+        for path, table in (("", calibration.shift), (" sustained", calibration.sustained_shift))
+        for i, level in enumerate(LEVELS)
+        for f in np.flatnonzero(table[i] >= 0.005).tolist()
+    ]
+    return "family calibration: " + (", ".join(per) or "nothing lowered")
 
 
 def _inputs(args: argparse.Namespace) -> tuple[bool, Path]:

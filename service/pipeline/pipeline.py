@@ -19,13 +19,14 @@ from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
 from prexid.detectors.fail_slow import is_work_rate
+from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
 from prexid.detectors.fleet_peers import Outside, PeerSketch
 from prexid.detectors.fleet_vote import Summary, Verdict
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
-from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Transition
+from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Phase, Transition
 from prexid.detectors.peer import PeerGroups
 from prexid.detectors.rate_limit import RateLimiter
-from prexid.detectors.signals import Family, Kind
+from prexid.detectors.signals import N_FAMILIES, Family, Kind
 from prexid.detectors.watermark import ReorderBuffer, Watermarks
 from prexid.service.decode.types import RawSample, Samples
 from prexid.service.pipeline.alert_book import AlertBook
@@ -69,6 +70,8 @@ class PipelineConfig:
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     budget: BudgetConfig | None = field(default_factory=BudgetConfig)  # None: the fixed threshold alone
+    # None: every family's surprise taken as its p-values say
+    calibration: CalibrationConfig | None = field(default_factory=CalibrationConfig)
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
 
 
@@ -84,6 +87,8 @@ class Pipeline:
         self.rate_limit = RateLimiter(self.config.max_firings_per_hour)
         limits = self.config.budget
         self.budget = None if limits is None else AlertBudget(limits, self.config.lifecycle.fire)
+        calibration = self.config.calibration
+        self.calibration = None if calibration is None else FamilyCalibration(N_FAMILIES, calibration)
         self.watermarks = Watermarks(
             self.config.lateness_s, self.config.future_skew_s, late_drop_s=self.config.late_drop_s
         )
@@ -418,15 +423,18 @@ class Pipeline:
         )
 
     def _evaluate(self, tick: float, verdict: Verdict) -> list[Alert]:
-        fused = self.fusion.apply(tick, verdict)
+        fusion, calibration = self.fusion, self.calibration
+        is_gpu = fusion.parent >= 0
+        shift = None if calibration is None else calibration.per_entity(is_gpu)
+        fused = fusion.apply(tick, verdict, shift)
         self.fused_scores = fused
         for listener in self.tick_listeners:
-            listener(tick, fused, self.fusion.at_tick)
-        fire = (
-            None
-            if self.budget is None
-            else self.budget.observe(tick, fused, self.fusion.parent[: len(fused)] >= 0)
-        )
+            listener(tick, fused, fusion.at_tick)
+        fire = None if self.budget is None else self._fire_thresholds(self.budget, tick, fused, is_gpu)
+        if calibration is not None:
+            self.lifecycle.ensure(len(fused))
+            alerting = self.lifecycle.phase[: len(fused)] == Phase.FIRING
+            calibration.observe(tick, fusion.at_tick, fusion.present, is_gpu, alerting, fusion.sustained)
         alerts = [
             self._transition_alert(t)
             for t in self.lifecycle.step(fused, tick, fire)
@@ -440,6 +448,18 @@ class Pipeline:
         for node in self.xid_alerts.back:  # silent while its Xid fired, and reporting again: rebooted
             self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)
+
+    def _fire_thresholds(
+        self, budget: AlertBudget, tick: float, fused: NDArray[np.float64], is_gpu: NDArray[np.bool_]
+    ) -> NDArray[np.float64]:
+        """Each entity's firing threshold: the budget's for its level, but the configured one where a
+        single sustained hard-error (or fail-slow) family carries the score to it alone. That path is
+        held to its family's own episode rate (the family calibration), so a threshold the budget raised
+        above the hard-error cap does not silence the single-family warnings that carry most pre-XID
+        leads."""
+        fire = budget.observe(tick, fused, is_gpu)
+        configured = self.config.lifecycle.fire
+        return np.where(self.fusion.alone >= configured, np.minimum(fire, configured), fire)
 
     def _nodes_of(self, ids: NDArray[np.int64]) -> set[str]:
         """The nodes whose own (host-level) series are among `ids`."""
@@ -522,6 +542,7 @@ class Pipeline:
             "buffer": self.buffer.snapshot_arrays(),
             "xidfield": self.xid_field.snapshot_arrays(),
             **({} if self.budget is None else {"budget": self.budget.snapshot_arrays()}),
+            **({} if self.calibration is None else {"calib": self.calibration.snapshot_arrays()}),
         }
         arrays = {f"{part}_{k}": v for part, named in parts.items() for k, v in named.items()}
         arrays |= {  # scalars that may be infinite travel here, not in JSON
@@ -550,6 +571,8 @@ class Pipeline:
         self.xid_field.restore_arrays(part("xidfield"))
         if self.budget is not None:
             self.budget.restore_arrays(part("budget"))
+        if self.calibration is not None:
+            self.calibration.restore_arrays(part("calib"))
         self.fused_scores = arrays["fused_scores"].astype(np.float64, copy=False)
         self.next_tick = float(arrays["next_tick"][0])
         self.next_expiry = float(arrays["next_expiry"][0])
@@ -580,9 +603,9 @@ class Pipeline:
         return alerts
 
     def _failed(self, alerts: Sequence[Alert], at: float) -> None:
-        """Tell the false-alert budget of each node with a firing Xid alert: its recent episodes (and its
-        GPUs') were a failure's, not the null's."""
-        if self.budget is None:
+        """Tell the false-alert budget and the family calibration of each node with a firing Xid alert:
+        its recent episodes (and its GPUs') were a failure's, not the null's."""
+        if self.budget is None and self.calibration is None:
             return
         reg = self.registry
         failed = {Entity(a.node, None) for a in alerts if a.kind == "xid" and a.status == "firing"}
@@ -591,5 +614,9 @@ class Pipeline:
             return
         parents = np.asarray(reg.parent_of, dtype=np.int64)
         mine = np.flatnonzero(np.isin(parents, nodes))  # their GPUs
-        self.budget.ensure(len(reg.entities))
-        self.budget.failed(np.r_[nodes, mine].astype(np.int64), at)
+        entities = np.r_[nodes, mine].astype(np.int64)
+        if self.budget is not None:
+            self.budget.ensure(len(reg.entities))
+            self.budget.failed(entities, at)
+        if self.calibration is not None:
+            self.calibration.failed(entities, at)

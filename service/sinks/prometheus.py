@@ -21,6 +21,7 @@ from prometheus_client.utils import floatToGoString
 
 from prexid.detectors.alert_budget import LEVELS
 from prexid.detectors.fusion import score01
+from prexid.detectors.signals import Family
 from prexid.service.pipeline.coverage import series_per_family
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.pipeline.series_registry import Entity
@@ -178,8 +179,10 @@ class FamilyCoverageCollector(PipelinesCollector):
 
 class BudgetCollector(PipelinesCollector):
     """The false-alert budget of every owned partition: `prexid_fire_threshold{level}` (where it holds
-    the firing threshold; the highest over partitions) and `prexid_false_alert_null_rate{level}` (false
-    pages a node-day the fleet's null predicts there), beside `prexid_false_alert_budget`."""
+    the firing threshold; the highest over partitions), `prexid_false_alert_null_rate{level}` (false
+    pages a node-day the fleet's null predicts there) and `prexid_false_alert_realised_rate{level}`
+    (pages a node-day no Xid followed, over every partition's nodes), beside `prexid_false_alert_budget`;
+    and what the family calibration takes off each family's votes, `prexid_family_calibration_shift`."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         fire = GaugeMetricFamily(
@@ -192,28 +195,58 @@ class BudgetCollector(PipelinesCollector):
             "False pages per node-day the fleet's own null predicts at that threshold, by level",
             labels=["cluster", "level"],
         )
+        realised = GaugeMetricFamily(
+            "prexid_false_alert_realised_rate",
+            "Pages per node-day that no Xid followed within the confirmation window, by level",
+            labels=["cluster", "level"],
+        )
         budget = GaugeMetricFamily(
             "prexid_false_alert_budget", "False pages per node-day the thresholds hold", labels=["cluster"]
         )
+        shift = GaugeMetricFamily(
+            "prexid_family_calibration_shift",
+            "Surprise (-log10 p) the family calibration takes off a family's votes (path=vote) or off its "
+            "sustained hard-error evidence (path=sustained), by level and family",
+            labels=["cluster", "level", "family", "path"],
+        )
         highest: dict[tuple[str, str], tuple[float, float]] = {}
+        paged: dict[tuple[str, str], tuple[float, float]] = {}  # pages, node-days
         budgets: dict[str, float] = {}
+        shifts: dict[tuple[str, str, str, str], float] = {}
         for p in self.pipelines():
+            cluster = p.config.cluster
+            if p.calibration is not None:
+                for path, table in (
+                    ("vote", p.calibration.shift),
+                    ("sustained", p.calibration.sustained_shift),
+                ):
+                    for (i, f), lowered in np.ndenumerate(table):
+                        key = (cluster, LEVELS[i], Family(f).label, path)
+                        shifts[key] = max(float(lowered), shifts.get(key, 0.0))
             if p.budget is None:
                 continue
-            cluster = p.config.cluster
             budgets[cluster] = p.budget.config.pages_per_node_day
             rates = p.budget.null_rate()
+            days = p.budget.node_seconds / 86400.0
             for i, level in enumerate(LEVELS):
                 now = (float(p.budget.thresholds[i]), float(rates[i]))
                 highest[cluster, level] = max(now, highest.get((cluster, level), now))
+                pages, before = float(p.budget.paged[i]), paged.get((cluster, level), (0.0, 0.0))
+                paged[cluster, level] = (before[0] + pages, before[1] + days)
         for (cluster, level), (threshold, rate) in sorted(highest.items()):
             fire.add_metric([cluster, level], threshold)
             null.add_metric([cluster, level], rate)
+        for (cluster, level), (pages, days) in sorted(paged.items()):
+            realised.add_metric([cluster, level], pages / max(days, 1e-9))
         for cluster, value in sorted(budgets.items()):
             budget.add_metric([cluster], value)
+        for labels, value in sorted(shifts.items()):
+            shift.add_metric(list(labels), value)
         yield fire
         yield null
+        yield realised
         yield budget
+        yield shift
 
 
 class LedgerCollector(PipelinesCollector):

@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 14  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 15  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -38,7 +38,9 @@ VERSION = 14  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v11: series expire: the registry keeps when each series was last seen and the free ids; v12: fusion
 # latches decisive events (row remaps) per cell, and the registry knows which series are row-remap fields
 # v13: gauges gain the variance-shift and seasonal (time-of-day profile) detectors; v14: counter rates
-# remember a repeated reading, error counters' fleet prior keeps the exposure it pooled (its warm-up)
+# remember a repeated reading, error counters' fleet prior keeps the exposure it pooled (its warm-up);
+# v15: the family calibration (episodes per level, family and surprise level; pending ones; shifts), and
+# fusion keeps the shifts and the hard-error path it applied at the last tick
 
 
 class SnapshotError(ValueError):

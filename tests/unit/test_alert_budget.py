@@ -7,6 +7,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
+from prexid.service.pipeline.pipeline import Pipeline
 
 STEP = 15.0
 FIRE = 9.0
@@ -104,3 +105,16 @@ def test_the_thresholds_and_null_rate_are_exported_per_level() -> None:
     assert 'prexid_false_alert_budget{cluster="c1"} 0.005' in text
     off = Pipeline(DetectionSettings(false_alert_budget=0).pipeline_config("c1"))
     assert off.budget is None
+
+
+def test_a_raised_threshold_does_not_silence_a_single_sustained_family_carrying_the_score() -> None:
+    """A budget that raised the GPU threshold to 15 still lets a sustained hard-error ramp at the cap
+    page at the configured 9 (its rate is its family calibration's to hold); a sum of families needs 15."""
+    pipeline = Pipeline()
+    assert pipeline.budget is not None
+    pipeline.budget.ensure(3)
+    pipeline.budget.thresholds[:] = 15.0
+    pipeline.fusion.alone = np.array([10.0, 0.0, 0.0])  # GPU 0: one family, sustained, at the cap
+    fused = np.array([10.0, 12.0, 12.0])
+    fire = pipeline._fire_thresholds(pipeline.budget, 0.0, fused, np.array([True, True, False]))
+    np.testing.assert_allclose(fire, [FIRE, 15.0, 15.0])

@@ -314,3 +314,13 @@ def test_the_anchors_of_the_worst_report_cell_are_in_the_matrix_report() -> None
     text = render("t", "prexid matrix", scores, None, ("b-s100", section))
     assert "on the worst report cell (b-s100)" in text and "| fault type | n |" in text
     assert anchors_section("# a cell report from before the anchors") == ""
+
+
+def test_every_cell_reports_its_realised_false_alert_rate_against_the_budget() -> None:
+    scores = [score("a-s100", "report", 1.0, 0.01), score("t-s1", "tuning", 1.0, 0.25)]
+    text = render("t", "prexid matrix", scores, budget=0.005)
+    assert "budget: 0.005 per node-day" in text
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| report |")}
+    rows |= {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| tuning |")}
+    assert rows["a-s100"].endswith("| 0.010 | 2.0x |")
+    assert rows["t-s1"].endswith("| 0.250 | 50.0x |")

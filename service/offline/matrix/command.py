@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 from rich.console import Console
 
+from prexid.service.app.settings import DetectionSettings
 from prexid.service.offline.evaluate.command import load_detections, load_labels
 from prexid.service.offline.matrix import score as scoring
 from prexid.service.offline.matrix.report import anchors_section, render, worst_cell
@@ -169,7 +170,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     anchors = (
         (str(worst), anchors_section(cell_report.read_text())) if worst and cell_report.exists() else None
     )
-    (args.out / "report.md").write_text(render(title, command, scores, failed, anchors))
+    budget = DetectionSettings().false_alert_budget  # what a cell's replay held (default settings)
+    (args.out / "report.md").write_text(render(title, command, scores, failed, anchors, budget))
     (args.out / "scores.jsonl").write_bytes(b"".join(orjson.dumps(s.row()) + b"\n" for s in scores))
     console.print(
         f"{len(todo)} cells in {time.perf_counter() - started:.0f} s; report: {args.out / 'report.md'}"

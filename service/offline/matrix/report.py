@@ -33,6 +33,11 @@ def fmt(metric: str, v: float) -> str:
     return f"{v:.3f}"
 
 
+def times(rate: float, budget: float) -> str:
+    """A realised false-alert rate as a multiple of the budget ("n/a" without one)."""
+    return f"{rate / budget:.1f}x" if budget > 0 else "n/a"
+
+
 def meets(metric: str, v: float) -> bool:
     goal = GOAL[metric][0]
     return v <= goal if metric == "false_per_node_day" else v >= goal
@@ -61,7 +66,10 @@ def render(
     scores: list[Score],
     failed: list[str] | None = None,
     worst_anchors: tuple[str, str] | None = None,
+    budget: float = 0.0,
 ) -> str:
+    """`budget`: the false-alert budget (pages per node-day) the detection settings hold; every cell's
+    realised false-alert rate is reported against it."""
     all_spreads = spreads(scores)
     lines = [f"# {title}", "", f"`{command}`", ""]
     if failed:  # a cell that did not run is the worst case of all: it leads
@@ -79,7 +87,9 @@ def render(
         lines += [f"## What the anchors report, on the worst report cell ({cell}), beside the baselines", ""]
         lines += [section, ""]
     lines += ["## Every cell (prexid), worst false-alert rate first", ""]
-    lines += _cells_table([s for s in scores if s.system == "prexid"])
+    if budget > 0:
+        lines += [f"False-alert budget: {budget:g} per node-day (`detection.false_alert_budget`).", ""]
+    lines += _cells_table([s for s in scores if s.system == "prexid"], budget)
     return "\n".join(lines) + "\n"
 
 
@@ -97,12 +107,12 @@ def _worst_table(spreads_: list[Spread]) -> list[str]:
     return out
 
 
-def _cells_table(scores: list[Score]) -> list[str]:
+def _cells_table(scores: list[Score], budget: float) -> list[str]:
     out = [
         "| set | cell | predictable | detected | Xid failures | pre-XID | pre-XID (had precursor) "
         "| median lead | false "
-        "| per node-day |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| per node-day | x budget |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def opt(metric: str, v: float | None) -> str:
@@ -113,6 +123,6 @@ def _cells_table(scores: list[Score]) -> list[str]:
             f"| {s.set} | {s.cell} | {s.predictable} | {opt('detected', s.detected)} | {s.xid_failures} | "
             f"{opt('pre_xid', s.pre_xid)} | {opt('pre_xid', s.pre_xid_warnable)} | "
             f"{opt('median_lead_min', s.median_lead_min)} | "
-            f"{s.false_alerts} | {s.false_per_node_day:.3f} |"
+            f"{s.false_alerts} | {s.false_per_node_day:.3f} | {times(s.false_per_node_day, budget)} |"
         )
     return out
