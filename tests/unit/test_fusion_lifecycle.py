@@ -233,9 +233,9 @@ def test_latency_left_behind_by_io_already_cleared_as_shared_is_still_the_loads(
     assert f.held[:, Family.UTILIZATION].max() == 0.0  # cleared as shared
     for tick in (15.0, 30.0, 45.0):
         assert f.evaluate(tick)[0] <= cfg.workload_cap
-    f.evaluate(1800.0)
-    f.ingest(*directed([Family.STORAGE_IO], [1e-12], [True]))  # new latency, the I/O long quiet
-    assert f.evaluate(1815.0)[0] == cfg.family_cap
+    f.evaluate(3600.0)
+    f.ingest(*directed([Family.STORAGE_IO], [1e-12], [True]))  # new latency, the I/O an hour quiet
+    assert f.evaluate(3615.0)[0] == cfg.family_cap
 
 
 def test_heat_falling_as_the_job_stops_is_the_load_and_heat_against_it_is_not() -> None:
