@@ -4,6 +4,7 @@ seed, resets and restarts in the output, the weak row-remap fault, and the matri
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -324,3 +325,16 @@ def test_every_cell_reports_its_realised_false_alert_rate_against_the_budget() -
     rows |= {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| tuning |")}
     assert rows["a-s100"].endswith("| 0.010 | 2.0x |")
     assert rows["t-s1"].endswith("| 0.250 | 50.0x |")
+
+
+def test_false_alerts_are_pooled_over_each_sets_node_days() -> None:
+    """Two 4 node-day cells with one false alert between them: 0.125 a node-day pooled, where the worst
+    cell alone reads 0.25 (one alert is the least a cell of 4 node-days can show)."""
+    scores = [
+        replace(score("a-s100", "report", 1.0, 0.25), node_days=4.0),
+        replace(score("b-s100", "report", 1.0, 0.0), node_days=4.0),
+        replace(score("t-s1", "tuning", 1.0, 0.0), node_days=4.0),
+    ]
+    text = render("t", "prexid matrix", scores)
+    assert "| report | prexid | 2 | 8 | 1 | 0.125 | 0.250 |" in text
+    assert "| tuning | prexid | 1 | 4 | 0 | 0.000 | 0.250 |" in text

@@ -68,7 +68,7 @@ def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
     d: Path = args.out / cell.id
     cached = d / "score.jsonl"
     if cached.exists():
-        return scoring.read(cached)
+        return scoring.read(cached, args.nodes * args.hours / 24.0)
     d.mkdir(parents=True, exist_ok=True)
     days = args.hours / 24.0
     size = ["--nodes", str(args.nodes), "--gpus", str(args.gpus), "--days", f"{days:g}"]
@@ -130,7 +130,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.report_only:
         for c in todo:
             if (p := args.out / c.id / "score.jsonl").exists():
-                scores += scoring.read(p)
+                scores += scoring.read(p, args.nodes * args.hours / 24.0)
     else:
         with progress(console) as bar:
             task = bar.add_task("matrix", total=len(todo))

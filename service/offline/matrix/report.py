@@ -82,6 +82,7 @@ def render(
         lines += [f"## {set_.capitalize()} set{never}: worst case first", ""]
         lines += _worst_table(mine)
         lines.append("")
+    lines += _pooled(scores)
     if worst_anchors and worst_anchors[1]:
         cell, section = worst_anchors
         lines += [f"## What the anchors report, on the worst report cell ({cell}), beside the baselines", ""]
@@ -91,6 +92,34 @@ def render(
         lines += [f"False-alert budget: {budget:g} per node-day (`detection.false_alert_budget`).", ""]
     lines += _cells_table([s for s in scores if s.system == "prexid"], budget)
     return "\n".join(lines) + "\n"
+
+
+def _pooled(scores: list[Score]) -> list[str]:
+    """False alerts over all of a set's node-days, per system: a cell of a few node-days cannot show a
+    rate below one alert in its node-days, so the worst cell alone cannot tell 0.008 from 0.25."""
+    rows = []
+    for set_ in ("report", "tuning"):
+        for system in sorted({s.system for s in scores}, key=lambda n: (n != "prexid", n)):
+            mine = [s for s in scores if s.set == set_ and s.system == system]
+            node_days = sum(s.node_days for s in mine)
+            if not mine or node_days <= 0:
+                continue
+            false = sum(s.false_alerts for s in mine)
+            finest = min(s.node_days for s in mine)
+            rows.append(
+                f"| {set_} | {system} | {len(mine)} | {node_days:g} | {false} | {false / node_days:.3f} | "
+                f"{1 / finest:.3f} |"
+            )
+    if not rows:
+        return []
+    return [
+        "## False alerts pooled over each set's cells",
+        "",
+        "| set | system | cells | node-days | false alerts | per node-day | one alert in a cell |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def _worst_table(spreads_: list[Spread]) -> list[str]:

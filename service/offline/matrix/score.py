@@ -31,6 +31,7 @@ class Score:
     median_lead_min: float | None
     false_alerts: int
     false_per_node_day: float
+    node_days: float = 0.0  # days x nodes: one false alert is 1 / node_days a node-day here
 
     def row(self) -> dict[str, object]:
         return asdict(self)
@@ -73,6 +74,7 @@ def score(
         median_lead_min=lead,
         false_alerts=len(result.false_alerts),
         false_per_node_day=len(result.false_alerts) / max(days * nodes, 1e-9),
+        node_days=days * nodes,
     )
 
 
@@ -82,7 +84,9 @@ def write(scores: list[Score], path: Path) -> None:
     path.write_bytes(b"".join(orjson.dumps(s.row()) + b"\n" for s in scores))
 
 
-def read(path: Path) -> list[Score]:
+def read(path: Path, node_days: float = 0.0) -> list[Score]:
+    """`node_days`: the cell's, for scores written before they carried it."""
     import orjson
 
-    return [Score(**orjson.loads(x)) for x in path.read_bytes().splitlines() if x.strip()]
+    rows = [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+    return [Score(**{"node_days": node_days, **row}) for row in rows]
