@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from tests.integration.demo_process import demo_server, wait_for_xid
@@ -208,12 +209,12 @@ def test_the_header_says_which_view_a_page_shows_and_the_fleet_view_draws_every_
 ) -> None:
     own, fleet = run_server
     page.goto(own + "/")
-    page.wait_for_function("document.getElementById('view').textContent.length > 0", timeout=20_000)
+    # `expect` polls through the selector engine: a string predicate (`wait_for_function`) is evaluated
+    # as script, which the page's CSP (script-src 'self') refuses once it has to poll
+    expect(page.locator("#view")).not_to_be_empty(timeout=20_000)
     assert page.text_content("#view") == "replica-local view: partitions 0, 1"
     page.goto(fleet + "/")
-    page.wait_for_function(
-        "document.getElementById('view').textContent.startsWith('fleet view')", timeout=20_000
-    )
+    expect(page.locator("#view")).to_have_text(re.compile("^fleet view"), timeout=20_000)
     assert page.text_content("#view") == "fleet view: 2 partitions"
     rows = page.eval_on_selector_all("#heatmap th[scope=row]", "ths => ths.map(t => t.textContent)")
     assert rows == [RUN_CLUSTER.host(n) for n in range(RUN_CLUSTER.nodes)]
