@@ -53,6 +53,12 @@ class DetectionSettings(BaseModel):
         ge=0,
         description="false pages per node-day the firing thresholds are raised to hold; 0: fixed threshold",
     )
+    error_counter_warmup_days: float = Field(
+        1.0,
+        ge=0,
+        description="pooled days a fleet's error-counter field is watched before its prior calls anything "
+        "rarer than 1e-3 (half an hour of 64 GPUs); 0: trusted from the first scrape",
+    )
     family_calibration: bool = Field(
         True,
         description="lower the votes of a signal family whose healthy entities cross surprise levels "
@@ -101,6 +107,7 @@ class DetectionSettings(BaseModel):
             repeat_offender_failures=self.repeat_offender_failures,
             repeat_offender_half_life_s=self.repeat_offender_half_life_s,
             multivariate=self.multivariate,
+            error_counter_warmup_days=self.error_counter_warmup_days,
             fusion=FusionConfig(step_s=self.step_s),
             budget=BudgetConfig(
                 pages_per_node_day=self.false_alert_budget,

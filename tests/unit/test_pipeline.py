@@ -207,3 +207,12 @@ def test_a_row_remap_pending_pages_alone_while_leaky_gpus_sbe_drip_does_not() ->
     rises.setdefault(1200, []).append((9, pending))
     paged = [a for a in _row_remap_fleet(rises) if a.kind == "pre_xid" and a.status == "firing"]
     assert [(a.node, a.gpu) for a in paged] == [("node-1", 1)]
+
+
+def test_the_error_counters_warm_up_is_a_setting() -> None:
+    """A lab that knows its counters may trust them from the first scrape; by default a fleet field is
+    watched a day in all first."""
+    default, _ = build(Settings())
+    trusted, _ = build(Settings(detection={"error_counter_warmup_days": 0}))
+    assert default.pipeline.bank.error_counter.warm_s == 86400.0
+    assert trusted.pipeline.bank.error_counter.warm_s == 0.0
