@@ -60,7 +60,7 @@ class Evidence:
 class DetectorBank:
     """Detectors per series kind, state in arrays indexed by series id."""
 
-    def __init__(self, multivariate: bool = False, error_counter_warmup_days: float = 1.0) -> None:
+    def __init__(self, multivariate: bool = False, error_counter_warmup_days: float = 0.5) -> None:
         self.peer = PeerDeviation()
         self.fail_slow = FailSlow(self.peer)
         self.error_counter = ErrorCounterSurprise(warm_fleet_days=error_counter_warmup_days)

@@ -19,10 +19,11 @@ its episode is so far:
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at. Bursts of a ramp add up
 in its episode and it teaches the baseline only once it is over.
 
-Until a field's fleet has been watched for `warm_fleet_days` in all (its parts' exposure pooled: 22
-minutes of 64 GPUs, a second of 80,000), its prior is the hyperprior's guess, not the fleet's: nothing
-is called rarer than `warm_floor` then (still a vote, never a page alone). A fleet whose counters tick
-in bursts otherwise paged its first bursts before it had seen what its bursts look like.
+Until a field's fleet has been watched for `warm_fleet_days` in all (its parts' exposure pooled: 11
+minutes of 64 GPUs, half a second of 80,000; the prior is refitted every 10 minutes), its prior is the
+hyperprior's guess, not the fleet's: nothing is called rarer than `warm_floor` then (still a vote,
+never a page alone). A fleet whose counters tick in bursts otherwise paged its first bursts before it
+had seen what its bursts look like.
 
 A counter that goes down was reset (driver reload, GPU reset, exporter restart with another origin):
 the new value is a new baseline, not new errors. Errors since the reset are unknown, and the one
@@ -205,7 +206,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         fleet_weight: float = 2.0,
         max_prior_weight_s: float = _DAY,
         refit_every_s: float = 600.0,
-        warm_fleet_days: float = 1.0,
+        warm_fleet_days: float = 0.5,
         warm_floor: float = 1e-3,
     ) -> None:
         self.warm_s = warm_fleet_days * _DAY

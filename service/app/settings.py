@@ -54,10 +54,10 @@ class DetectionSettings(BaseModel):
         description="false pages per node-day the firing thresholds are raised to hold; 0: fixed threshold",
     )
     error_counter_warmup_days: float = Field(
-        1.0,
+        0.5,
         ge=0,
         description="pooled days a fleet's error-counter field is watched before its prior calls anything "
-        "rarer than 1e-3 (half an hour of 64 GPUs); 0: trusted from the first scrape",
+        "rarer than 1e-3 (its first refit after 11 minutes of 64 GPUs); 0: trusted from the first scrape",
     )
     family_calibration: bool = Field(
         True,

@@ -100,11 +100,12 @@ def test_error_counter_a_clean_parts_first_errors_are_judged_against_its_fleets(
 
 
 def test_error_counter_calls_nothing_rare_before_its_fleet_has_been_watched() -> None:
-    """64 parts, a quarter leaking episodes of five bursts: in the first half hour, before the fleet
-    prior has been fitted on a day of exposure, a leaky part's first episode is a vote at most; once the fleet has been watched a day in
-    all, a clean part's burst of the same size in a fleet of single errors is strong evidence again."""
+    """64 parts, a quarter leaking episodes of five bursts: in the first 20 minutes, before the fleet
+    prior has been fitted on half a day of pooled exposure, a leaky part's first episode is a vote at
+    most; once the fleet has been watched that long, a clean part's burst of the same size in a fleet
+    of single errors is strong evidence again."""
     bursty = _fleet(leaky=list(range(0, 64, 4)), episode=(2, 3, 1, 4, 2), hours=2)
-    early = _fleet_scores(bursty[:115])  # its first half hour: three leaky parts' first episodes
+    early = _fleet_scores(bursty[:80])  # its first 20 minutes: two leaky parts' first episodes
     assert early.min() >= 1e-3
     single = _fleet(leaky=list(range(0, 64, 4)), episode=(1,), hours=2)
     single[-30:-25, 9] = (2, 3, 1, 4, 2)

@@ -211,8 +211,8 @@ def test_a_row_remap_pending_pages_alone_while_leaky_gpus_sbe_drip_does_not() ->
 
 def test_the_error_counters_warm_up_is_a_setting() -> None:
     """A lab that knows its counters may trust them from the first scrape; by default a fleet field is
-    watched a day in all first."""
+    watched half a day in all first."""
     default, _ = build(Settings())
     trusted, _ = build(Settings(detection={"error_counter_warmup_days": 0}))
-    assert default.pipeline.bank.error_counter.warm_s == 86400.0
+    assert default.pipeline.bank.error_counter.warm_s == 43200.0
     assert trusted.pipeline.bank.error_counter.warm_s == 0.0
