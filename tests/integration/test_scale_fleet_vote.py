@@ -151,7 +151,9 @@ async def test_judged_partition_by_partition_the_same_stall_pages_nodes_and_aler
     finally:
         for r in replicas:
             await r.terminate()
-    assert len({d["fingerprint"] for d in firing(docs, "cluster")}) == 2  # partitions 0 and 3 (3 nodes each)
+    # partitions 0 and 3 (3 nodes each) raise one each; judged from the same tick, the two carry the same
+    # fingerprint (a cluster event is named by its start), so the alerts are counted, not fingerprints
+    assert len(firing(docs, "cluster")) == 2
     assert sorted(pages(docs)) == [("node", "node-01"), ("node", "node-06")]  # alone in partitions 1, 2
 
 
