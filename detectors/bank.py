@@ -60,10 +60,10 @@ class Evidence:
 class DetectorBank:
     """Detectors per series kind, state in arrays indexed by series id."""
 
-    def __init__(self, multivariate: bool = False, error_counter_warmup_days: float = 0.5) -> None:
+    def __init__(self, multivariate: bool = False, error_counter_warmup_s: float = 1200.0) -> None:
         self.peer = PeerDeviation()
         self.fail_slow = FailSlow(self.peer)
-        self.error_counter = ErrorCounterSurprise(warm_fleet_days=error_counter_warmup_days)
+        self.error_counter = ErrorCounterSurprise(warmup_s=error_counter_warmup_s)
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
         level, drift = RobustDeviation(), DriftCusum()

@@ -19,11 +19,11 @@ its episode is so far:
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at. Bursts of a ramp add up
 in its episode and it teaches the baseline only once it is over.
 
-Until a field's fleet has been watched for `warm_fleet_days` in all (its parts' exposure pooled: 11
-minutes of 64 GPUs, half a second of 80,000; the prior is refitted every 10 minutes), its prior is the
-hyperprior's guess, not the fleet's: nothing is called rarer than `warm_floor` then (still a vote,
-never a page alone). A fleet whose counters tick in bursts otherwise paged its first bursts before it
-had seen what its bursts look like.
+For `warmup_s` of event time after its first error-counter sample, until the fleet prior has been
+refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing is called
+rarer than `warm_floor` then (still a vote, never a page alone). A fleet whose counters tick in bursts
+otherwise paged its first bursts before it had seen what its bursts look like. Event time, not pooled
+exposure: a shard of a few nodes warms when the whole fleet's one would, so partitions agree.
 
 A counter that goes down was reset (driver reload, GPU reset, exporter restart with another origin):
 the new value is a new baseline, not new errors. Errors since the reset are unknown, and the one
@@ -72,7 +72,7 @@ class FleetPrior:
         self.bursts_mean = np.zeros(0)  # bursts per episode, the fleet's
         self.errors_mean = np.zeros(0)  # errors per episode, the fleet's
         self.fitted_at = -np.inf  # event time of the last fit
-        self.watched = np.zeros(0)  # seconds of exposure the last fit pooled, per field
+        self.started = np.inf  # event time of the first sample this prior's detector saw
 
     def bytes_per_series(self) -> int:
         return 0  # per field, not per series
@@ -88,7 +88,7 @@ class FleetPrior:
                 "bursts_mean": self.bursts_mean,
                 "errors_mean": self.errors_mean,
                 "fitted_at": np.array([self.fitted_at]),
-                "watched": self.watched,
+                "started": np.array([self.started]),
             }
         )
 
@@ -97,7 +97,7 @@ class FleetPrior:
         self.alpha, self.beta = arrays["alpha"], arrays["beta"]
         self.bursts_mean, self.errors_mean = arrays["bursts_mean"], arrays["errors_mean"]
         self.fitted_at = float(arrays["fitted_at"][0])
-        self.watched = arrays["watched"]
+        self.started = float(arrays["started"][0])
 
     def default(self) -> tuple[float, float, float, float]:
         """The prior of a field with no data: the hyperprior alone."""
@@ -113,7 +113,6 @@ class FleetPrior:
         sum_n = np.bincount(f, n, n_fields)
         sum_e = np.bincount(f, e, n_fields)
         count = np.bincount(f, minlength=n_fields).astype(np.float64)
-        self.watched = np.asarray(sum_e, dtype=np.float64)
         m = (sum_n + self.a0) / (sum_e + self.b0)
         q = np.bincount(f, (n - m[f] * e) ** 2 / e, n_fields)
         spread = sum_e - np.bincount(f, e * e, n_fields) / np.maximum(sum_e, 1e-9)  # 0 for one part alone
@@ -138,13 +137,9 @@ class FleetPrior:
         """The fleet's typical episode size, the hyperprior's counting as one part."""
         return (self.size0 + parts * np.nan_to_num(median)) / (1.0 + parts)
 
-    def watched_of(self, field: Floats) -> Floats:
-        """Pooled seconds of exposure behind each series' field prior (0 when never fitted)."""
-        f = field.astype(np.int64)
-        fitted = (f >= 0) & (f < len(self.watched))
-        if not len(self.watched):
-            return np.zeros(len(f))
-        return np.asarray(np.where(fitted, self.watched[np.where(fitted, f, 0)], 0.0), dtype=np.float64)
+    def warm(self, warmup_s: float) -> bool:
+        """Whether the prior has been refitted `warmup_s` after the first sample (its warm-up)."""
+        return self.fitted_at - self.started >= warmup_s
 
     def of(self, field: Floats) -> tuple[Floats, Floats, Floats, Floats]:
         """(alpha, beta, bursts mean, errors mean) for each series' field (-1 or unfitted: the default)."""
@@ -206,10 +201,10 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         fleet_weight: float = 2.0,
         max_prior_weight_s: float = _DAY,
         refit_every_s: float = 600.0,
-        warm_fleet_days: float = 0.5,
+        warmup_s: float = 1200.0,
         warm_floor: float = 1e-3,
     ) -> None:
-        self.warm_s = warm_fleet_days * _DAY
+        self.warmup_s = warmup_s
         self.warm_floor = warm_floor
         self.window_s = window_s
         self.gap_s = gap_s
@@ -249,6 +244,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         now = float(ts.max())
+        self.prior.started = min(self.prior.started, float(ts.min()))
         if now - self.prior.fitted_at >= self.refit_every_s:  # per round: a batch scores as its samples
             self.refit()
             self.prior.fitted_at = now
@@ -296,8 +292,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
             )
-            cold = self.prior.watched_of(st["field"][ids[new]]) < self.warm_s
-            floor = np.where(cold, self.warm_floor, P_FLOOR)
+            floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
             p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
 
         st["exposure"][ids], st["episodes"][ids] = exposure, episodes

@@ -53,11 +53,11 @@ class DetectionSettings(BaseModel):
         ge=0,
         description="false pages per node-day the firing thresholds are raised to hold; 0: fixed threshold",
     )
-    error_counter_warmup_days: float = Field(
-        0.5,
+    error_counter_warmup_s: float = Field(
+        1200.0,
         ge=0,
-        description="pooled days a fleet's error-counter field is watched before its prior calls anything "
-        "rarer than 1e-3 (its first refit after 11 minutes of 64 GPUs); 0: trusted from the first scrape",
+        description="event seconds after the first error-counter sample before the fleet prior calls "
+        "anything rarer than 1e-3 (started from nothing, it has not seen the fleet's bursts); 0: at once",
     )
     family_calibration: bool = Field(
         True,
@@ -107,7 +107,7 @@ class DetectionSettings(BaseModel):
             repeat_offender_failures=self.repeat_offender_failures,
             repeat_offender_half_life_s=self.repeat_offender_half_life_s,
             multivariate=self.multivariate,
-            error_counter_warmup_days=self.error_counter_warmup_days,
+            error_counter_warmup_s=self.error_counter_warmup_s,
             fusion=FusionConfig(step_s=self.step_s),
             budget=BudgetConfig(
                 pages_per_node_day=self.false_alert_budget,

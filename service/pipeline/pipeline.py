@@ -67,7 +67,7 @@ class PipelineConfig:
     cluster_persist_ticks: int = 40
     max_firings_per_hour: int = 4  # per entity; more is flapping, withheld and counted
     multivariate: bool = False  # river HalfSpaceTrees per node as an extra voter (per-node Python: slow)
-    error_counter_warmup_days: float = 0.5  # pooled exposure before error counters call anything rare
+    error_counter_warmup_s: float = 1200.0  # event time before error counters call anything rare
     fusion: FusionConfig = field(default_factory=FusionConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     budget: BudgetConfig | None = field(default_factory=BudgetConfig)  # None: the fixed threshold alone
@@ -83,7 +83,7 @@ class Pipeline:
         self.registry = SeriesRegistry(max_series=self.config.max_series, budget=budget)
         self.bank = DetectorBank(
             multivariate=self.config.multivariate,
-            error_counter_warmup_days=self.config.error_counter_warmup_days,
+            error_counter_warmup_s=self.config.error_counter_warmup_s,
         )
         self.peer_groups = PeerGroups()
         self.fusion = Fusion(self.config.fusion)

@@ -105,10 +105,10 @@ class Prexid:
             "PREXID_HTTP_HOST": "127.0.0.1",
             "PREXID_REMOTE_WRITE": "local",
             "PREXID_DETECTION__STEP_S": str(STEP_S),
-            # 16 GPUs watched for under three minutes: far from the day of pooled exposure the error
-            # counters wait for before calling a burst rare (their warm-up); this test is about the
+            # the whole run is three minutes of event time (1 s ticks), inside the 20 minutes the error
+            # counters wait before calling a burst rare (their warm-up); this test is about the
             # remote_write path across a restart, so the counters are trusted from the first scrape
-            "PREXID_DETECTION__ERROR_COUNTER_WARMUP_DAYS": "0",
+            "PREXID_DETECTION__ERROR_COUNTER_WARMUP_S": "0",
             "PREXID_KAFKA_BOOTSTRAP": "127.0.0.1:9",  # nothing listens: local mode must not try it
         }
         self.proc: subprocess.Popen[bytes] | None = None

@@ -37,7 +37,7 @@ def test_error_counter_burst_is_surprising_but_a_reset_is_not() -> None:
     x[250:, 0] = np.arange(50) * 5  # 5 new errors every scrape
     x[:, 1] = np.r_[np.full(150, 40.0), np.zeros(150)]  # counter drops to 0: a reset
     x[:, 2] = np.r_[np.full(150, 100.0), np.full(150, 60.0)]  # ... to a value, not to 0: still a reset
-    p = scores(ErrorCounterSurprise(warm_fleet_days=0.0), x)  # three parts: never warm by default
+    p = scores(ErrorCounterSurprise(warmup_s=0.0), x)  # the burst at 62 minutes, not the warm-up
     assert p[252, 0] < 1e-8
     assert p[:, 1].min() == 1.0
     assert p[:, 2].min() == 1.0  # not 60 new errors
@@ -100,10 +100,9 @@ def test_error_counter_a_clean_parts_first_errors_are_judged_against_its_fleets(
 
 
 def test_error_counter_calls_nothing_rare_before_its_fleet_has_been_watched() -> None:
-    """64 parts, a quarter leaking episodes of five bursts: in the first 20 minutes, before the fleet
-    prior has been fitted on half a day of pooled exposure, a leaky part's first episode is a vote at
-    most; once the fleet has been watched that long, a clean part's burst of the same size in a fleet
-    of single errors is strong evidence again."""
+    """64 parts, a quarter leaking episodes of five bursts: in the first 20 minutes (the warm-up, before
+    the fleet prior is refitted past it), a leaky part's first episode is a vote at most; after it, a
+    clean part's burst of the same size in a fleet of single errors is strong evidence again."""
     bursty = _fleet(leaky=list(range(0, 64, 4)), episode=(2, 3, 1, 4, 2), hours=2)
     early = _fleet_scores(bursty[:80])  # its first 20 minutes: two leaky parts' first episodes
     assert early.min() >= 1e-3
@@ -168,7 +167,7 @@ def test_duplicate_series_in_one_batch_are_applied_in_time_order() -> None:
 
 def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> None:
     bank = DetectorBank()
-    bank.error_counter.warm_s = 0.0  # one error counter for ten minutes: a fleet never warm otherwise
+    bank.error_counter.warmup_s = 0.0  # one error counter for ten minutes: within its warm-up otherwise
     bank.set_kinds(
         np.array([0, 1, 2], dtype=np.int64),
         np.array([Kind.GAUGE, Kind.ERROR_COUNTER, Kind.IGNORED], dtype=np.uint8),

@@ -210,9 +210,9 @@ def test_a_row_remap_pending_pages_alone_while_leaky_gpus_sbe_drip_does_not() ->
 
 
 def test_the_error_counters_warm_up_is_a_setting() -> None:
-    """A lab that knows its counters may trust them from the first scrape; by default a fleet field is
-    watched half a day in all first."""
+    """A lab that knows its counters may trust them from the first scrape; by default the counters are
+    watched for 20 minutes first."""
     default, _ = build(Settings())
-    trusted, _ = build(Settings(detection={"error_counter_warmup_days": 0}))
-    assert default.pipeline.bank.error_counter.warm_s == 43200.0
-    assert trusted.pipeline.bank.error_counter.warm_s == 0.0
+    trusted, _ = build(Settings(detection={"error_counter_warmup_s": 0}))
+    assert default.pipeline.bank.error_counter.warmup_s == 1200.0
+    assert trusted.pipeline.bank.error_counter.warmup_s == 0.0
