@@ -39,6 +39,7 @@ from prexid.detectors.robust import RobustDeviation
 from prexid.detectors.seasonal import SeasonalDeviation
 from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
+from prexid.detectors.trend import TrendShift
 from prexid.detectors.variance import VarianceShift
 
 
@@ -66,9 +67,9 @@ class DetectorBank:
         self.error_counter = ErrorCounterSurprise()
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
-        level, drift = RobustDeviation(), DriftCusum()
-        self.acyclic: tuple[Detector, ...] = (level, drift)  # their baselines lag a daily cycle
-        gauge: list[Detector] = [level, drift, Flatline(), VarianceShift(), self.seasonal, self.peer]
+        level, drift, trend = RobustDeviation(), DriftCusum(), TrendShift(season=self.seasonal.season)
+        self.acyclic: tuple[Detector, ...] = (level, drift, trend)  # their baselines lag a daily cycle
+        gauge: list[Detector] = [level, drift, trend, Flatline(), VarianceShift(), self.seasonal, self.peer]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
         self.detectors: dict[Kind, list[Detector]] = {

@@ -1,0 +1,159 @@
+"""Trend changes: a slope appearing in a series that used to hold its level, judged against its own slopes.
+
+The drift CUSUM re-baselines a series that has been off its reference for an hour (a GPU temperature
+that follows its load to a new level is ordinary), so a slope of a few hundredths of the noise a
+sample, which takes hours to add up to a noise sigma, is evidence for an hour at a time and never
+enough. This detector estimates the slope itself: Brown's double exponential smoothing of
+`batch_s` means (two EWMAs, S1 of the means and S2 of S1; the slope a/(1-a) (S1 - S2) is the
+discounted least-squares slope over a window of about `half_life_s`), divided by its standard error
+under the series' own noise (first differences of the means, as the drift CUSUM measures it), two-sided,
+and calibrated against the series' own history of slopes (`TailCalibrator`).
+
+A step is not a slope: a mean more than `jump_sigmas` off the smoother's forecast (a job restart, a
+spike) is taken out of the smoother's history (both EWMAs move by the jump), so only a gradual change
+builds up. The detector answers only after `warmup` means (a day of 5-minute means): a slope is only
+surprising against the slopes the series has had, and a fresh series (every gauge of a GPU fleet in
+its first day) is judged exactly as without it.
+
+>>> import numpy as np
+>>> det, rng, ids = TrendShift(), np.random.default_rng(0), np.zeros(1, dtype=np.int64)
+>>> t = 300.0 * np.arange(288 * 4)
+>>> x = 50 + rng.normal(0, 1, len(t)) + 0.05 * np.maximum(0, np.arange(len(t)) - 288 * 3)
+>>> ps = np.array([det.update(ids, t[i : i + 1], x[i : i + 1])[0] for i in range(len(t))])
+>>> bool(ps[: 288 * 3].min() > 1e-4), bool(ps[288 * 3 : 288 * 3 + 100].min() < 1e-7)
+(True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from prexid.detectors.base import (
+    ArrayDetector,
+    Floats,
+    Ids,
+    SeriesState,
+    by_rounds,
+    pick,
+    rows,
+    subset,
+)
+from prexid.detectors.calibration import TailCalibrator
+
+_DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
+
+
+def _slope_spread(a: float) -> float:
+    """Standard deviation of Brown's slope estimate under unit iid noise: the root sum of squares of
+    its impulse response (the filter is linear in the means)."""
+    k = int(40.0 / a)
+    s1 = a * (1.0 - a) ** np.arange(k)  # S1's response to a unit mean k batches ago
+    s2 = np.convolve(s1, s1)[:k]  # S2 is S1 smoothed by the same kernel
+    slope = a / (1.0 - a) * (s1 - s2)
+    return float(np.sqrt(np.sum(slope**2)))
+
+
+class TrendShift(ArrayDetector):
+    """Two-sided z of each series' smoothed slope against its noise, as a tail probability."""
+
+    name = "trend_shift"
+    baseline_of = "s1"
+    nested = ("calibrator",)
+
+    def __init__(
+        self,
+        half_life_s: float = 4 * 3600.0,
+        noise_half_life_s: float = 6 * 3600.0,
+        spread_half_life_s: float = 2 * 86400.0,
+        clip: float = 4.0,
+        jump_sigmas: float = 8.0,
+        warmup: int = 288,  # batches: a day of 5-minute means
+        rel_floor: float = 0.002,
+        abs_floor: float = 1e-6,
+        batch_s: float = 300.0,
+        season: Callable[[Ids, Floats], Floats] | None = None,
+    ) -> None:
+        self.season = season
+        self.batch_s = batch_s
+        self.alpha = 1.0 - 0.5 ** (batch_s / half_life_s)
+        self.noise_alpha = 1.0 - 0.5 ** (batch_s / noise_half_life_s)
+        self.spread_alpha = 1.0 - 0.5 ** (batch_s / spread_half_life_s)
+        self.clip2 = clip**2
+        self.spread = _slope_spread(self.alpha)
+        self.jump_sigmas = jump_sigmas
+        self.warmup = warmup
+        self.rel_floor = rel_floor
+        self.abs_floor = abs_floor
+        self.state = SeriesState(
+            {
+                "s1": np.nan,  # Brown's two EWMAs of the batch means
+                "s2": np.nan,
+                "absdiff": 0.0,  # EWMA of |Δ| between consecutive means: the noise
+                "spread2": 1.0,  # EWMA of the squared slope z: the slopes the series has had
+                "prev": np.nan,
+                "n": 0.0,
+                "bsum": 0.0,  # the open batch: sum, count, first and last sample times
+                "bn": 0.0,
+                "bstart": np.nan,
+                "bseen": -np.inf,
+                "p": 1.0,  # the evidence of the last closed batch
+            },
+            capacity=64,
+        )
+        self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.0027, prior_mean_excess=0.31)
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        if len(ids) == 0:
+            return np.ones(0, dtype=np.float64)
+        self.state.ensure(int(ids.max()))
+        self.calibrator.ensure(int(ids.max()))
+        return by_rounds(self._batch_round, ids, ts, values)
+
+    def _batch_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """Fold each sample into its series' open batch; a batch `batch_s` old closes into the smoother."""
+        st, at = self.state, rows(ids)
+        seen, opened = st["bseen"][at], st["bstart"][at]
+        ok = np.isfinite(x) & (ts > seen)  # out-of-order and repeated samples are not folded in
+        start = pick(np.isnan(opened), ts, opened)
+        bsum = st["bsum"][at] + pick(ok, x, 0.0)
+        bn = st["bn"][at] + ok
+        interval = np.minimum(pick(np.isfinite(seen), ts - seen, 0.0), self.batch_s)
+        close = ok & (ts - start + interval >= self.batch_s)
+        st.put(at, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
+        shut = np.flatnonzero(close)
+        if len(shut):
+            c = subset(at, shut)
+            mean = bsum[shut] / bn[shut]
+            if self.season is not None:  # the cycle at the batch's middle: its slope is not a trend
+                mean = mean - self.season(c, 0.5 * (start[shut] + ts[shut]))
+            st["p"][c] = self._close(c, mean)
+            st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
+        return st.read("p", ids)
+
+    def _close(self, at: Ids, x: Floats) -> Floats:
+        """One closed mean per series: judge its smoothed slope, then learn the mean."""
+        st, a = self.state, self.alpha
+        s1, s2, absdiff, spread2, prev, n = (st[k][at] for k in ("s1", "s2", "absdiff", "spread2", "prev", "n"))
+        first = n == 0
+        level = np.abs(pick(first, x, s1))
+        sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * level, self.abs_floor))
+        forecast = 2.0 * s1 - s2 + a / (1.0 - a) * (s1 - s2)
+        jump = ~first & (np.abs(x - forecast) > self.jump_sigmas * sigma)
+        shift = pick(jump, x - forecast, 0.0)  # a step leaves the smoother's history as it was
+        s1, s2 = pick(first, x, s1 + shift), pick(first, x, s2 + shift)
+        s1 = s1 + a * (x - s1)
+        s2 = s2 + a * (s1 - s2)
+        z = a / (1.0 - a) * (s1 - s2) / (sigma * self.spread)
+        scale2 = np.maximum(spread2, 1.0)
+        judged = n >= self.warmup
+        p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
+        a_spread = np.maximum(self.spread_alpha, 1.0 / (n + 1.0))
+        spread2 = spread2 + a_spread * (np.minimum(z * z, self.clip2 * scale2) - spread2)
+        step = np.abs(x - prev)
+        step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
+        absdiff = pick(~first & np.isfinite(step), absdiff + self.noise_alpha * (step - absdiff), absdiff)
+        st.put(at, np.isfinite(spread2), spread2=spread2)
+        st["s1"][at], st["s2"][at], st["absdiff"][at], st["prev"][at], st["n"][at] = s1, s2, absdiff, x, n + 1.0
+        return p
