@@ -68,7 +68,8 @@ class DetectorBank:
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
         level, drift, trend = RobustDeviation(), DriftCusum(), TrendShift(season=self.seasonal.season)
-        self.acyclic: tuple[Detector, ...] = (level, drift, trend)  # their baselines lag a daily cycle
+        self.acyclic: tuple[Detector, ...] = (level, drift)  # their baselines lag a daily cycle
+        # (the trend detector's means have the seasonal profile taken out: it judges cyclic series too)
         gauge: list[Detector] = [level, drift, trend, Flatline(), VarianceShift(), self.seasonal, self.peer]
         if self.multivariate is not None:
             gauge.append(self.multivariate)

@@ -69,7 +69,8 @@ class TrendShift(ArrayDetector):
         spread_half_life_s: float = 2 * 86400.0,
         clip: float = 4.0,
         jump_sigmas: float = 8.0,
-        warmup: int = 288,  # batches: a day of 5-minute means
+        warmup: int = 576,  # batches: two days of 5-minute means (its slope spread learned in the second)
+        learn_gate: float = 1e-3,
         rel_floor: float = 0.002,
         abs_floor: float = 1e-6,
         batch_s: float = 300.0,
@@ -84,6 +85,7 @@ class TrendShift(ArrayDetector):
         self.spread = _slope_spread(self.alpha)
         self.jump_sigmas = jump_sigmas
         self.warmup = warmup
+        self.learn_gate = learn_gate
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         self.state = SeriesState(
@@ -149,7 +151,9 @@ class TrendShift(ArrayDetector):
         scale2 = np.maximum(spread2, 1.0)
         judged = n >= self.warmup
         p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
-        a_spread = np.maximum(self.spread_alpha, 1.0 / (n + 1.0))
+        learned = n - self.warmup // 2  # slopes learned so far: none while the profile is young
+        a_spread = pick(learned >= 0, np.maximum(self.spread_alpha, 1.0 / np.maximum(learned + 1.0, 1.0)), 0.0)
+        a_spread = pick(p > self.learn_gate, a_spread, 0.0)  # a trend under way is not the usual slope
         spread2 = spread2 + a_spread * (np.minimum(z * z, self.clip2 * scale2) - spread2)
         step = np.abs(x - prev)
         step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
