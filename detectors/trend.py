@@ -66,11 +66,11 @@ class TrendShift(ArrayDetector):
         self,
         half_life_s: float = 4 * 3600.0,
         noise_half_life_s: float = 6 * 3600.0,
-        spread_half_life_s: float = 2 * 86400.0,
-        clip: float = 4.0,
+        spread_half_life_s: float = 12 * 3600.0,
+        clip: float = 3.0,
+        fall: float = 4.0,
         jump_sigmas: float = 8.0,
         warmup: int = 576,  # batches: two days of 5-minute means (its slope spread learned in the second)
-        learn_gate: float = 1e-3,
         rel_floor: float = 0.002,
         abs_floor: float = 1e-6,
         batch_s: float = 300.0,
@@ -81,11 +81,12 @@ class TrendShift(ArrayDetector):
         self.alpha = 1.0 - 0.5 ** (batch_s / half_life_s)
         self.noise_alpha = 1.0 - 0.5 ** (batch_s / noise_half_life_s)
         self.spread_alpha = 1.0 - 0.5 ** (batch_s / spread_half_life_s)
+        self.spread_fall = 1.0 - 0.5 ** (batch_s / (spread_half_life_s / fall))
+        self.clip = clip
         self.clip2 = clip**2
         self.spread = _slope_spread(self.alpha)
         self.jump_sigmas = jump_sigmas
         self.warmup = warmup
-        self.learn_gate = learn_gate
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         self.state = SeriesState(
@@ -152,8 +153,10 @@ class TrendShift(ArrayDetector):
         judged = n >= self.warmup
         p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
         learned = n - self.warmup // 2  # slopes learned so far: none while the profile is young
-        a_spread = pick(learned >= 0, np.maximum(self.spread_alpha, 1.0 / np.maximum(learned + 1.0, 1.0)), 0.0)
-        a_spread = pick(p > self.learn_gate, a_spread, 0.0)  # a trend under way is not the usual slope
+        rate = pick(z * z < spread2, self.spread_fall, self.spread_alpha)  # a settling cycle is forgotten fast
+        a_spread = pick(learned >= 0, np.maximum(rate, 1.0 / np.maximum(learned + 1.0, 1.0)), 0.0)
+        usual = ~judged | (np.abs(z) < 2.0 * np.sqrt(scale2))  # a trend under way is not learned
+        a_spread = pick(usual, a_spread, 0.0)
         spread2 = spread2 + a_spread * (np.minimum(z * z, self.clip2 * scale2) - spread2)
         step = np.abs(x - prev)
         step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
