@@ -160,7 +160,8 @@ class TrendShift(ArrayDetector):
         spread2 = spread2 + a_spread * (np.minimum(z * z, self.clip2 * scale2) - spread2)
         step = np.abs(x - prev)
         step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
-        absdiff = pick(~first & np.isfinite(step), absdiff + self.noise_alpha * (step - absdiff), absdiff)
+        moved = ~first & np.isfinite(step) & (step > 0.0)  # a stuck reading is no measure of the noise
+        absdiff = pick(moved, absdiff + self.noise_alpha * (step - absdiff), absdiff)
         st.put(at, np.isfinite(spread2), spread2=spread2)
         st["s1"][at], st["s2"][at], st["absdiff"][at], st["prev"][at], st["n"][at] = s1, s2, absdiff, x, n + 1.0
         return p

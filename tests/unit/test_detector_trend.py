@@ -95,3 +95,11 @@ def test_truncating_a_series_after_any_point_leaves_every_earlier_score_unchange
 def test_the_bank_reads_the_trend_detector_on_every_gauge() -> None:
     bank = DetectorBank()
     assert any(isinstance(d, TrendShift) for d in bank.all_detectors())
+
+
+def test_noise_after_a_stuck_reading_is_not_a_trend() -> None:
+    """A reading stuck for a day says nothing about the noise: learning its zero steps shrank the noise
+    to the floor, and the ordinary slopes once the series moved again scored as trends for days."""
+    x = series(0.0, seed=8, days=6)
+    x[ONSET : ONSET + DAY] = x[ONSET - 1]
+    assert run(TrendShift(), x)[ONSET:].min() > 1e-5
