@@ -55,6 +55,17 @@ def _slope_spread(a: float) -> float:
     return float(np.sqrt(np.sum(slope**2)))
 
 
+def _settles_at(fall: float) -> float:
+    """Where an EWMA of squared unit Gaussians settles when it falls `fall` times faster than it rises
+    (its pulls up and down balance): the share of their mean square it reads, found by bisection."""
+    v = np.random.default_rng(0).standard_normal(200_000) ** 2
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        m = 0.5 * (lo + hi)
+        lo, hi = (m, hi) if np.maximum(v - m, 0).mean() > fall * np.maximum(m - v, 0).mean() else (lo, m)
+    return 0.5 * (lo + hi)
+
+
 class TrendShift(ArrayDetector):
     """Two-sided z of each series' smoothed slope against its noise, as a tail probability."""
 
@@ -82,6 +93,7 @@ class TrendShift(ArrayDetector):
         self.noise_alpha = 1.0 - 0.5 ** (batch_s / noise_half_life_s)
         self.spread_alpha = 1.0 - 0.5 ** (batch_s / spread_half_life_s)
         self.spread_fall = 1.0 - 0.5 ** (batch_s / (spread_half_life_s / fall))
+        self.spread_bias = _settles_at(fall)  # so that the spread reads 1 on white noise
         self.clip = clip
         self.clip2 = clip**2
         self.spread = _slope_spread(self.alpha)
@@ -149,7 +161,7 @@ class TrendShift(ArrayDetector):
         s1 = s1 + a * (x - s1)
         s2 = s2 + a * (s1 - s2)
         z = a / (1.0 - a) * (s1 - s2) / (sigma * self.spread)
-        scale2 = np.maximum(spread2, 1.0)
+        scale2 = np.maximum(spread2 / self.spread_bias, 1.0)
         judged = n >= self.warmup
         p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
         learned = n - self.warmup // 2  # slopes learned so far: none while the profile is young
