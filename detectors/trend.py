@@ -80,6 +80,7 @@ class TrendShift(ArrayDetector):
         spread_half_life_s: float = 12 * 3600.0,
         clip: float = 3.0,
         fall: float = 4.0,
+        max_run_s: float = 6 * 3600.0,
         jump_sigmas: float = 8.0,
         warmup: int = 576,  # batches: two days of 5-minute means (its slope spread learned in the second)
         rel_floor: float = 0.002,
@@ -94,6 +95,7 @@ class TrendShift(ArrayDetector):
         self.spread_alpha = 1.0 - 0.5 ** (batch_s / spread_half_life_s)
         self.spread_fall = 1.0 - 0.5 ** (batch_s / (spread_half_life_s / fall))
         self.spread_bias = _settles_at(fall)  # so that the spread reads 1 on white noise
+        self.max_run = max_run_s / batch_s
         self.clip = clip
         self.clip2 = clip**2
         self.spread = _slope_spread(self.alpha)
@@ -107,6 +109,7 @@ class TrendShift(ArrayDetector):
                 "s2": np.nan,
                 "absdiff": 0.0,  # EWMA of |Δ| between consecutive means: the noise
                 "spread2": 1.0,  # EWMA of the squared slope z: the slopes the series has had
+                "run": 0.0,  # means in a row whose slope was beyond the usual
                 "prev": np.nan,
                 "n": 0.0,
                 "bsum": 0.0,  # the open batch: sum, count, first and last sample times
@@ -170,6 +173,10 @@ class TrendShift(ArrayDetector):
         usual = ~judged | (np.abs(z) < 2.0 * np.sqrt(scale2))  # a trend under way is not learned
         a_spread = pick(usual, a_spread, 0.0)
         spread2 = spread2 + a_spread * (np.minimum(z * z, self.clip2 * scale2) - spread2)
+        run = pick(usual, 0.0, st["run"][at] + 1.0)
+        settled = run >= self.max_run  # a slope held for `max_run_s` is the series' new normal
+        spread2 = pick(settled, z * z * self.spread_bias, spread2)
+        st["run"][at] = pick(settled, 0.0, run)
         step = np.abs(x - prev)
         step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
         moved = ~first & np.isfinite(step) & (step > 0.0)  # a stuck reading is no measure of the noise

@@ -103,3 +103,12 @@ def test_noise_after_a_stuck_reading_is_not_a_trend() -> None:
     x = series(0.0, seed=8, days=6)
     x[ONSET : ONSET + DAY] = x[ONSET - 1]
     assert run(TrendShift(), x)[ONSET:].min() > 1e-5
+
+
+def test_a_slope_held_for_hours_becomes_the_series_new_normal() -> None:
+    """A trend is evidence while it is news: one that has held for `max_run_s` (6 h) is the series'
+    new regime (as the drift CUSUM re-baselines), so a series rising for days does not score at the
+    floor for days."""
+    p = run(TrendShift(), series(0.05, seed=9, days=6))
+    assert p[ONSET : ONSET + 100].min() < 1e-7
+    assert p[ONSET + DAY :].min() > 1e-4
