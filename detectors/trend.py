@@ -6,14 +6,21 @@ sample, which takes hours to add up to a noise sigma, is evidence for an hour at
 enough. This detector estimates the slope itself: Brown's double exponential smoothing of
 `batch_s` means (two EWMAs, S1 of the means and S2 of S1; the slope a/(1-a) (S1 - S2) is the
 discounted least-squares slope over a window of about `half_life_s`), divided by its standard error
-under the series' own noise (first differences of the means, as the drift CUSUM measures it), two-sided,
-and calibrated against the series' own history of slopes (`TailCalibrator`).
+under the series' own noise (first differences of the means, as the drift CUSUM measures it; the
+zero steps of a stuck reading left out), two-sided, over the spread of the slopes the series has had
+(a series that wanders slowly has larger ones than white noise), and calibrated against its own
+history (`TailCalibrator`). A slope beyond the usual for `max_run_s` becomes the usual: a series rising
+for days is news for hours, not for days (the drift CUSUM's re-baselining, at a trend's pace).
+
+With a `season` (the bank passes `SeasonalDeviation.season`), each mean has the series' daily profile
+at the batch's middle taken out first: a daily cycle of one noise sigma has slopes as large as such a
+trend.
 
 A step is not a slope: a mean more than `jump_sigmas` off the smoother's forecast (a job restart, a
 spike) is taken out of the smoother's history (both EWMAs move by the jump), so only a gradual change
-builds up. The detector answers only after `warmup` means (a day of 5-minute means): a slope is only
-surprising against the slopes the series has had, and a fresh series (every gauge of a GPU fleet in
-its first day) is judged exactly as without it.
+builds up. The detector answers only after `warmup` means (two days of 5-minute means, the slope
+spread learned in the second, when the profile has seen a day): every gauge of a GPU fleet in its
+first two days is judged exactly as without it.
 
 >>> import numpy as np
 >>> det, rng, ids = TrendShift(), np.random.default_rng(0), np.zeros(1, dtype=np.int64)
@@ -29,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from prexid.detectors.base import (
     ArrayDetector,
@@ -81,6 +89,7 @@ class TrendShift(ArrayDetector):
         clip: float = 3.0,
         fall: float = 4.0,
         max_run_s: float = 6 * 3600.0,
+        usual_spreads: float = 2.0,
         jump_sigmas: float = 8.0,
         warmup: int = 576,  # batches: two days of 5-minute means (its slope spread learned in the second)
         rel_floor: float = 0.002,
@@ -96,6 +105,7 @@ class TrendShift(ArrayDetector):
         self.spread_fall = 1.0 - 0.5 ** (batch_s / (spread_half_life_s / fall))
         self.spread_bias = _settles_at(fall)  # so that the spread reads 1 on white noise
         self.max_run = max_run_s / batch_s
+        self.usual_spreads = usual_spreads
         self.clip = clip
         self.clip2 = clip**2
         self.spread = _slope_spread(self.alpha)
@@ -152,35 +162,52 @@ class TrendShift(ArrayDetector):
 
     def _close(self, at: Ids, x: Floats) -> Floats:
         """One closed mean per series: judge its smoothed slope, then learn the mean."""
-        st, a = self.state, self.alpha
-        s1, s2, absdiff, spread2, prev, n = (st[k][at] for k in ("s1", "s2", "absdiff", "spread2", "prev", "n"))
+        st = self.state
+        n, prev, absdiff = st["n"][at], st["prev"][at], st["absdiff"][at]
         first = n == 0
-        level = np.abs(pick(first, x, s1))
+        level = np.abs(pick(first, x, st["s1"][at]))
         sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * level, self.abs_floor))
+        z = self._smooth(at, x, sigma, first)
+        spread2 = st["spread2"][at]
+        scale2 = np.maximum(spread2 / self.spread_bias, 1.0)
+        judged = n >= self.warmup
+        p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
+        self._learn_spread(at, z, spread2, scale2, n, judged)
+        step = np.abs(x - prev)
+        step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
+        moved = ~first & np.isfinite(step) & (step > 0.0)  # a stuck reading is no measure of the noise
+        st["absdiff"][at] = pick(moved, absdiff + self.noise_alpha * (step - absdiff), absdiff)
+        st["prev"][at], st["n"][at] = x, n + 1.0
+        return p
+
+    def _smooth(self, at: Ids, x: Floats, sigma: Floats, first: NDArray[np.bool_]) -> Floats:
+        """Fold the means into Brown's two EWMAs (a jump taken out first); the slope's z over its noise."""
+        st, a = self.state, self.alpha
+        s1, s2 = st["s1"][at], st["s2"][at]
         forecast = 2.0 * s1 - s2 + a / (1.0 - a) * (s1 - s2)
         jump = ~first & (np.abs(x - forecast) > self.jump_sigmas * sigma)
         shift = pick(jump, x - forecast, 0.0)  # a step leaves the smoother's history as it was
         s1, s2 = pick(first, x, s1 + shift), pick(first, x, s2 + shift)
         s1 = s1 + a * (x - s1)
         s2 = s2 + a * (s1 - s2)
-        z = a / (1.0 - a) * (s1 - s2) / (sigma * self.spread)
-        scale2 = np.maximum(spread2 / self.spread_bias, 1.0)
-        judged = n >= self.warmup
-        p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
-        learned = n - self.warmup // 2  # slopes learned so far: none while the profile is young
-        rate = pick(z * z < spread2, self.spread_fall, self.spread_alpha)  # a settling cycle is forgotten fast
+        st["s1"][at], st["s2"][at] = s1, s2
+        return np.asarray(a / (1.0 - a) * (s1 - s2) / (sigma * self.spread))
+
+    def _learn_spread(
+        self, at: Ids, z: Floats, spread2: Floats, scale2: Floats, n: Floats, judged: NDArray[np.bool_]
+    ) -> None:
+        """The slopes the series has had: learned from the second half of the warm-up (the profile is
+        young before), falling faster than rising (a settling cycle is forgotten in hours), and once
+        judging only from usual slopes (a trend under way is not learned), until one has held for
+        `max_run_s`: then it is the series' new normal."""
+        st = self.state
+        learned = n - self.warmup // 2
+        rate = pick(z * z < spread2, self.spread_fall, self.spread_alpha)
         a_spread = pick(learned >= 0, np.maximum(rate, 1.0 / np.maximum(learned + 1.0, 1.0)), 0.0)
-        usual = ~judged | (np.abs(z) < 2.0 * np.sqrt(scale2))  # a trend under way is not learned
-        a_spread = pick(usual, a_spread, 0.0)
-        spread2 = spread2 + a_spread * (np.minimum(z * z, self.clip2 * scale2) - spread2)
+        usual = ~judged | (np.abs(z) < self.usual_spreads * np.sqrt(scale2))
+        spread2 = spread2 + pick(usual, a_spread, 0.0) * (np.minimum(z * z, self.clip2 * scale2) - spread2)
         run = pick(usual, 0.0, st["run"][at] + 1.0)
-        settled = run >= self.max_run  # a slope held for `max_run_s` is the series' new normal
+        settled = run >= self.max_run
         spread2 = pick(settled, z * z * self.spread_bias, spread2)
-        st["run"][at] = pick(settled, 0.0, run)
-        step = np.abs(x - prev)
-        step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
-        moved = ~first & np.isfinite(step) & (step > 0.0)  # a stuck reading is no measure of the noise
-        absdiff = pick(moved, absdiff + self.noise_alpha * (step - absdiff), absdiff)
         st.put(at, np.isfinite(spread2), spread2=spread2)
-        st["s1"][at], st["s2"][at], st["absdiff"][at], st["prev"][at], st["n"][at] = s1, s2, absdiff, x, n + 1.0
-        return p
+        st["run"][at] = pick(settled, 0.0, run)
