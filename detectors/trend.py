@@ -130,7 +130,9 @@ class TrendShift(ArrayDetector):
             },
             capacity=64,
         )
-        self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.0027, prior_mean_excess=0.31)
+        self.calibrator = TailCalibrator(
+            threshold=3.0, prior_rate=0.0027, prior_mean_excess=0.31, capacity=64
+        )
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         if len(ids) == 0:
