@@ -29,6 +29,8 @@ there, so one change is evidence for an hour, not until the slow reference has c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -98,6 +100,9 @@ class DriftCusum(ArrayDetector):
             }
         )
         self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
+        # who else reads each closed mean (the trend detector): ids, the batch's middle time, the mean,
+        # the previous mean (NaN at first) and how many means came before
+        self.on_mean: Callable[[Ids, Floats, Floats, Floats, Floats], None] | None = None
 
     def rising(self, ids: Ids) -> NDArray[np.bool_]:
         """Whether each series' creep is upward (its upper sum leads): a slow climb read on quantised
@@ -125,8 +130,10 @@ class DriftCusum(ArrayDetector):
         st.put(at, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
         shut = np.flatnonzero(close)
         if len(shut):
-            c = subset(at, shut)
-            st["p"][c] = self._update_round(c, ts[shut], bsum[shut] / bn[shut])
+            c, mean = subset(at, shut), bsum[shut] / bn[shut]
+            if self.on_mean is not None:
+                self.on_mean(c, 0.5 * (start[shut] + ts[shut]), mean, st["prev"][c], st["n"][c])
+            st["p"][c] = self._update_round(c, ts[shut], mean)
             st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
         return st.read("p", ids)
 

@@ -37,18 +37,11 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import erfc
 
-from prexid.detectors.base import (
-    ArrayDetector,
-    Floats,
-    Ids,
-    SeriesState,
-    by_rounds,
-    pick,
-    rows,
-    subset,
-)
-from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.base import ArrayDetector, Floats, Ids, Saved, SeriesState, pick
+from prexid.detectors.calibration import P_FLOOR
+from prexid.detectors.drift import DriftCusum
 
 _DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
@@ -79,7 +72,6 @@ class TrendShift(ArrayDetector):
 
     name = "trend_shift"
     baseline_of = "s1"
-    nested = ("calibrator",)
 
     def __init__(
         self,
@@ -96,6 +88,7 @@ class TrendShift(ArrayDetector):
         abs_floor: float = 1e-6,
         batch_s: float = 300.0,
         season: Callable[[Ids, Floats], Floats] | None = None,
+        drift: DriftCusum | None = None,
     ) -> None:
         self.season = season
         self.batch_s = batch_s
@@ -115,57 +108,39 @@ class TrendShift(ArrayDetector):
         self.abs_floor = abs_floor
         self.state = SeriesState(
             {
-                "s1": np.nan,  # Brown's two EWMAs of the batch means
+                "s1": np.nan,  # Brown's two EWMAs of the means
                 "s2": np.nan,
                 "absdiff": 0.0,  # EWMA of |Δ| between consecutive means: the noise
                 "spread2": 1.0,  # EWMA of the squared slope z: the slopes the series has had
                 "run": 0.0,  # means in a row whose slope was beyond the usual
-                "prev": np.nan,
-                "n": 0.0,
-                "bsum": 0.0,  # the open batch: sum, count, first and last sample times
-                "bn": 0.0,
-                "bstart": np.nan,
-                "bseen": -np.inf,
-                "p": 1.0,  # the evidence of the last closed batch
+                "p": 1.0,  # the evidence of the last closed mean
             },
             capacity=64,
         )
-        self.calibrator = TailCalibrator(
-            threshold=3.0, prior_rate=0.0027, prior_mean_excess=0.31, capacity=64
-        )
+        self.own_drift = drift is None  # alone (the catalog), over a drift CUSUM of its own
+        self.drift = DriftCusum(batch_s=batch_s) if drift is None else drift
+        self.drift.on_mean = self._close
+
+    def _parts(self) -> list[Saved]:
+        return [self.drift] if self.own_drift else []
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        """The evidence of each series' last closed mean: the drift CUSUM closes the means (in the bank
+        it has seen these samples already; alone, it sees them here first)."""
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
-        self.calibrator.ensure(int(ids.max()))
-        return by_rounds(self._batch_round, ids, ts, values)
+        if self.own_drift:
+            self.drift.update(ids, ts, values)
+        return self.state.read("p", ids)
 
-    def _batch_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        """Fold each sample into its series' open batch; a batch `batch_s` old closes into the smoother."""
-        st, at = self.state, rows(ids)
-        seen, opened = st["bseen"][at], st["bstart"][at]
-        ok = np.isfinite(x) & (ts > seen)  # out-of-order and repeated samples are not folded in
-        start = pick(np.isnan(opened), ts, opened)
-        bsum = st["bsum"][at] + pick(ok, x, 0.0)
-        bn = st["bn"][at] + ok
-        interval = np.minimum(pick(np.isfinite(seen), ts - seen, 0.0), self.batch_s)
-        close = ok & (ts - start + interval >= self.batch_s)
-        st.put(at, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
-        shut = np.flatnonzero(close)
-        if len(shut):
-            c = subset(at, shut)
-            mean = bsum[shut] / bn[shut]
-            if self.season is not None:  # the cycle at the batch's middle: its slope is not a trend
-                mean = mean - self.season(c, 0.5 * (start[shut] + ts[shut]))
-            st["p"][c] = self._close(c, mean)
-            st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
-        return st.read("p", ids)
-
-    def _close(self, at: Ids, x: Floats) -> Floats:
-        """One closed mean per series: judge its smoothed slope, then learn the mean."""
+    def _close(self, at: Ids, mid: Floats, mean: Floats, prev: Floats, n: Floats) -> None:
+        """One closed mean per series (the profile at the batch's middle taken out): judge its smoothed
+        slope, then learn the mean."""
+        self.state.ensure(int(at.max()))
         st = self.state
-        n, prev, absdiff = st["n"][at], st["prev"][at], st["absdiff"][at]
+        x = mean if self.season is None else mean - self.season(at, mid)
+        absdiff = st["absdiff"][at]
         first = n == 0
         level = np.abs(pick(first, x, st["s1"][at]))
         sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * level, self.abs_floor))
@@ -173,14 +148,12 @@ class TrendShift(ArrayDetector):
         spread2 = st["spread2"][at]
         scale2 = np.maximum(spread2 / self.spread_bias, 1.0)
         judged = n >= self.warmup
-        p = self.calibrator.score(at, pick(judged, np.abs(z) / np.sqrt(scale2), np.nan))
+        st["p"][at] = pick(judged, np.maximum(erfc(np.abs(z) / np.sqrt(2.0 * scale2)), P_FLOOR), 1.0)
         self._learn_spread(at, z, spread2, scale2, n, judged)
-        step = np.abs(x - prev)
+        step = np.abs(mean - prev)
         step = pick(n < 12, step, np.minimum(step, 4.0 * sigma))  # a jump is not noise
         moved = ~first & np.isfinite(step) & (step > 0.0)  # a stuck reading is no measure of the noise
         st["absdiff"][at] = pick(moved, absdiff + self.noise_alpha * (step - absdiff), absdiff)
-        st["prev"][at], st["n"][at] = x, n + 1.0
-        return p
 
     def _smooth(self, at: Ids, x: Floats, sigma: Floats, first: NDArray[np.bool_]) -> Floats:
         """Fold the means into Brown's two EWMAs (a jump taken out first); the slope's z over its noise."""

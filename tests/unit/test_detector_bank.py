@@ -94,12 +94,10 @@ def test_silent_series_are_swept_but_ignored_kinds_never_are() -> None:
     assert ids.tolist() == list(range(8)) and p.max() < 1e-3
 
 
-def test_state_per_gauge_series_stays_within_one_kib_and_a_trend_detector() -> None:
-    """The target is 1 KiB; the trend detector (168 B, issue 16 item 5) took the bank to 1,141 B: over
-    it until the trend detector shares the drift CUSUM's 5-minute means (docs/detectors.md)."""
+def test_state_per_gauge_series_stays_within_one_kib() -> None:
     bank = gauge_bank()
     run(bank, temps(50))
-    assert bank.bytes_per_series(Kind.GAUGE) <= 1024 + 8 * 15
+    assert bank.bytes_per_series(Kind.GAUGE) <= 1024
     assert sum(map(len, bank.snapshot())) < 1024 * 1024 + 1024 * N  # what a restart reads back
 
 
