@@ -68,7 +68,7 @@ class DetectorBank:
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
         level, drift = RobustDeviation(), DriftCusum()
-        trend = TrendShift(season=self.seasonal.season, drift=drift)  # reads the drift's 5-minute means
+        trend = TrendShift(seasonal=self.seasonal, drift=drift)  # reads the drift's 5-minute means
         self.acyclic: tuple[Detector, ...] = (level, drift)  # their baselines lag a daily cycle
         # (the trend detector's means have the seasonal profile taken out: it judges cyclic series too)
         gauge: list[Detector] = [level, drift, trend, Flatline(), VarianceShift(), self.seasonal, self.peer]

@@ -12,7 +12,7 @@ zero steps of a stuck reading left out), two-sided, over the spread of the slope
 history (`TailCalibrator`). A slope beyond the usual for `max_run_s` becomes the usual: a series rising
 for days is news for hours, not for days (the drift CUSUM's re-baselining, at a trend's pace).
 
-With a `season` (the bank passes `SeasonalDeviation.season`), each mean has the series' daily profile
+With a `seasonal` detector (the bank passes its own), each mean has the series' daily profile
 at the batch's middle taken out first: a daily cycle of one noise sigma has slopes as large as such a
 trend.
 
@@ -33,8 +33,6 @@ first two days is judged exactly as without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import erfc
@@ -42,6 +40,7 @@ from scipy.special import erfc
 from prexid.detectors.base import ArrayDetector, Floats, Ids, Saved, SeriesState, pick
 from prexid.detectors.calibration import P_FLOOR
 from prexid.detectors.drift import DriftCusum
+from prexid.detectors.seasonal import SeasonalDeviation
 
 _DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
@@ -87,10 +86,10 @@ class TrendShift(ArrayDetector):
         rel_floor: float = 0.002,
         abs_floor: float = 1e-6,
         batch_s: float = 300.0,
-        season: Callable[[Ids, Floats], Floats] | None = None,
+        seasonal: SeasonalDeviation | None = None,
         drift: DriftCusum | None = None,
     ) -> None:
-        self.season = season
+        self.seasonal = seasonal
         self.batch_s = batch_s
         self.alpha = 1.0 - 0.5 ** (batch_s / half_life_s)
         self.noise_alpha = 1.0 - 0.5 ** (batch_s / noise_half_life_s)
@@ -119,7 +118,7 @@ class TrendShift(ArrayDetector):
         )
         self.own_drift = drift is None  # alone (the catalog), over a drift CUSUM of its own
         self.drift = DriftCusum(batch_s=batch_s) if drift is None else drift
-        self.drift.on_mean = self._close
+        self.drift.reader = self
 
     def _parts(self) -> list[Saved]:
         return [self.drift] if self.own_drift else []
@@ -134,12 +133,12 @@ class TrendShift(ArrayDetector):
             self.drift.update(ids, ts, values)
         return self.state.read("p", ids)
 
-    def _close(self, at: Ids, mid: Floats, mean: Floats, prev: Floats, n: Floats) -> None:
+    def read_means(self, at: Ids, mid: Floats, mean: Floats, prev: Floats, n: Floats) -> None:
         """One closed mean per series (the profile at the batch's middle taken out): judge its smoothed
         slope, then learn the mean."""
         self.state.ensure(int(at.max()))
         st = self.state
-        x = mean if self.season is None else mean - self.season(at, mid)
+        x = mean if self.seasonal is None else mean - self.seasonal.season(at, mid)
         absdiff = st["absdiff"][at]
         first = n == 0
         level = np.abs(pick(first, x, st["s1"][at]))

@@ -50,7 +50,7 @@ def test_a_slow_slope_is_found_by_replay_within_eight_hours(slope: float, cycle:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_stationary_or_cyclic_series_gives_no_strong_evidence(seed: int) -> None:
     sd = SeasonalDeviation()
-    p = run(TrendShift(season=sd.season), series(0.0, cycle=3.0 * seed, seed=seed, days=6), sd)
+    p = run(TrendShift(seasonal=sd), series(0.0, cycle=3.0 * seed, seed=seed, days=6), sd)
     assert p.min() > 1e-5
 
 
