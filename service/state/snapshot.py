@@ -41,7 +41,7 @@ VERSION = 16  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # remember a repeated reading, error counters' fleet prior keeps the exposure it pooled (its warm-up);
 # v15: the family calibration (episodes per level, family and surprise level; pending ones; shifts), and
 # fusion keeps the shifts and the hard-error path it applied at the last tick; v16: gauges gain the
-# trend detector (smoothed slope of deseasonalised 5-minute means, its spread and calibration)
+# trend detector (smoothed slope of deseasonalised 5-minute means, its noise and slope spread)
 
 
 class SnapshotError(ValueError):
