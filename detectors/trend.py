@@ -125,7 +125,9 @@ class TrendShift(ArrayDetector):
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         """The evidence of each series' last closed mean: the drift CUSUM closes the means (in the bank
-        it has seen these samples already; alone, it sees them here first)."""
+        it has seen these samples already; alone, it sees them here first). A batch holding a series
+        twice gives both samples the evidence as of the later one (the drift CUSUM has folded both in):
+        a mean's slope, seconds apart, inside one tick."""
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
         self.state.ensure(int(ids.max()))
