@@ -39,6 +39,7 @@ from prexid.detectors.robust import RobustDeviation
 from prexid.detectors.seasonal import SeasonalDeviation
 from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
+from prexid.detectors.trend import TrendShift
 from prexid.detectors.variance import VarianceShift
 
 
@@ -67,8 +68,10 @@ class DetectorBank:
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
         level, drift = RobustDeviation(), DriftCusum()
+        trend = TrendShift(seasonal=self.seasonal, drift=drift)  # reads the drift's 5-minute means
         self.acyclic: tuple[Detector, ...] = (level, drift)  # their baselines lag a daily cycle
-        gauge: list[Detector] = [level, drift, Flatline(), VarianceShift(), self.seasonal, self.peer]
+        # (the trend detector's means have the seasonal profile taken out: it judges cyclic series too)
+        gauge: list[Detector] = [level, drift, trend, Flatline(), VarianceShift(), self.seasonal, self.peer]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
         self.detectors: dict[Kind, list[Detector]] = {

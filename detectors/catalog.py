@@ -23,6 +23,7 @@ from prexid.detectors.robust import RobustDeviation
 from prexid.detectors.seasonal import SeasonalDeviation
 from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
+from prexid.detectors.trend import TrendShift
 from prexid.detectors.variance import VarianceShift
 
 
@@ -40,6 +41,7 @@ REGISTRY: dict[str, Registered] = {
     Flatline.name: Registered(Flatline, "a value stuck at one reading"),
     VarianceShift.name: Registered(VarianceShift, "the spread grows while the level holds"),
     SeasonalDeviation.name: Registered(SeasonalDeviation, "a departure from the series' own daily cycle"),
+    TrendShift.name: Registered(TrendShift, "a slow slope appearing, a few hundredths of the noise a point"),
     Staleness.name: Registered(Staleness, "a series or a whole exporter stops reporting"),
     PeerDeviation.name: Registered(PeerDeviation, "a GPU or node that departs from its peers"),
     CounterRate.name: Registered(CounterRate, "a throughput counter's rate shifts", Kind.COUNTER),

@@ -29,6 +29,8 @@ there, so one change is evidence for an hour, not until the slow reference has c
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -48,6 +50,12 @@ from prexid.detectors.calibration import TailCalibrator
 
 Mask = NDArray[np.bool_]
 _DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
+
+
+class MeanReader(Protocol):
+    def read_means(self, ids: Ids, mid: Floats, means: Floats, prev: Floats, n: Floats) -> None:
+        """Closed means of these series: at the batches' middle times, after `prev` (NaN at first),
+        with `n` means before them."""
 
 
 class DriftCusum(ArrayDetector):
@@ -98,6 +106,7 @@ class DriftCusum(ArrayDetector):
             }
         )
         self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
+        self.reader: MeanReader | None = None  # who else reads each closed mean (the trend detector)
 
     def rising(self, ids: Ids) -> NDArray[np.bool_]:
         """Whether each series' creep is upward (its upper sum leads): a slow climb read on quantised
@@ -125,8 +134,10 @@ class DriftCusum(ArrayDetector):
         st.put(at, ok & ~close, bsum=bsum, bn=bn, bstart=start, bseen=ts)
         shut = np.flatnonzero(close)
         if len(shut):
-            c = subset(at, shut)
-            st["p"][c] = self._update_round(c, ts[shut], bsum[shut] / bn[shut])
+            c, mean = subset(at, shut), bsum[shut] / bn[shut]
+            if self.reader is not None:
+                self.reader.read_means(c, 0.5 * (start[shut] + ts[shut]), mean, st["prev"][c], st["n"][c])
+            st["p"][c] = self._update_round(c, ts[shut], mean)
             st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
         return st.read("p", ids)
 

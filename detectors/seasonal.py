@@ -162,6 +162,16 @@ class SeasonalDeviation(ArrayDetector):
             return np.asarray(self.state["explained"][rows(ids)] > 0.0)
         return np.asarray(self.state.read("explained", ids) > 0.0)
 
+    def season(self, ids: Ids, ts: Floats) -> Floats:
+        """Each series' profile less its mean at these times of day, as last learned (0 where nothing
+        is learned yet): what the cycle adds to the level, for detectors that judge a series without it."""
+        out = np.zeros(len(ids), dtype=np.float64)
+        known = np.flatnonzero(ids < min(self.state.capacity, self.profile.cells.shape[1]))
+        if len(known):
+            k = ids[known]
+            out[known] = self._season(k, k, ts[known])[0] - self.state["mean"][k]
+        return out
+
     def _cells(self, at: Index, ids: Ids, cell: NDArray[np.intp]) -> Floats:
         """Each series' value of one cell: a strided column read when a scrape's series are a contiguous
         range at one time of day (the usual case), else a gather."""

@@ -234,12 +234,24 @@ def _cycle_breaks(det: Detector) -> bool:
     return bool(p[3 * day : 3 * day + 72, 3].min() < 1e-6 and np.delete(p, 3, axis=1).min() > 1e-4)
 
 
+def _slope_appears(det: Detector) -> bool:
+    """Four days of five-minute points (the detector waits two days), then a slope of 0.04 noise sigmas
+    a point on one series: found within 8 hours (3 sigma by then), the other series quiet."""
+    day, rng = 288, np.random.default_rng(0)
+    x = 60.0 + rng.normal(0.0, 0.4, (4 * day, N_SERIES))
+    x[3 * day :, 3] += 0.4 * 0.04 * np.arange(day)
+    ids = np.arange(N_SERIES, dtype=np.int64)
+    p = np.array([det.update(ids, np.full(N_SERIES, k * 300.0), row) for k, row in enumerate(x)])
+    return bool(p[3 * day : 3 * day + 96, 3].min() < 1e-6 and np.delete(p, 3, axis=1).min() > 1e-4)
+
+
 PLANTED: dict[str, Callable[[Detector], bool]] = {
     "robust_deviation": _level_shift,
     "drift_cusum": _slow_creep,
     "flatline": _stuck_value,
     "variance_shift": _spread_grows,
     "seasonal_deviation": _cycle_breaks,
+    "trend_shift": _slope_appears,
     "staleness": _series_goes_silent,
     "peer_deviation": _straggler,
     "counter_rate": _rate_shift,
