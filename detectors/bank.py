@@ -67,11 +67,19 @@ class DetectorBank:
         self.error_counter = ErrorCounterSurprise(warmup_s=error_counter_warmup_s)
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
-        level, drift = RobustDeviation(), DriftCusum()
-        trend = TrendShift(seasonal=self.seasonal, drift=drift)  # reads the drift's 5-minute means
-        self.acyclic: tuple[Detector, ...] = (level, drift)  # their baselines lag a daily cycle
+        level, self.drift = RobustDeviation(), DriftCusum()
+        trend = TrendShift(seasonal=self.seasonal, drift=self.drift)  # reads the drift's 5-minute means
+        self.acyclic: tuple[Detector, ...] = (level, self.drift)  # their baselines lag a daily cycle
         # (the trend detector's means have the seasonal profile taken out: it judges cyclic series too)
-        gauge: list[Detector] = [level, drift, trend, Flatline(), VarianceShift(), self.seasonal, self.peer]
+        gauge: list[Detector] = [
+            level,
+            self.drift,
+            trend,
+            Flatline(),
+            VarianceShift(),
+            self.seasonal,
+            self.peer,
+        ]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
         self.detectors: dict[Kind, list[Detector]] = {
@@ -160,18 +168,18 @@ class DetectorBank:
         cyclic = self.seasonal.explains(ids) if self.seasonal in dets else None
         if cyclic is not None and not cyclic.any():
             cyclic = None
-        creep = None
+        creep = None  # the drift detector's p, where it is among `dets`
         for det in dets:
             p = det.update(ids, ts, values)
             if cyclic is not None and det in self.acyclic:
                 p = np.where(cyclic, 1.0, p)
-            if isinstance(det, DriftCusum):
-                creep = det, p
+            if det is self.drift:
+                creep = p
             np.minimum(smallest, p, out=smallest)
         if creep is not None:
-            won = creep[1] <= np.minimum(smallest, 0.5)  # the creep's evidence is the strongest
+            won = creep <= np.minimum(smallest, 0.5)  # the creep's evidence is the strongest
             if won.any():
-                rising[won] = creep[0].rising(ids[won])
+                rising[won] = self.drift.rising(ids[won])
         return np.minimum(smallest * len(dets), 1.0)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:

@@ -47,10 +47,11 @@ class CounterRate(ByRounds, ArrayState):
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
         last, last_ts, quiet = st["last"][ids], st["last_ts"][ids], st["quiet_until"][ids]
+        repeated = st["repeated"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         same = ok & (x == last)
-        repeat = same & (st["repeated"][ids] == 0.0)  # the first repeat: a cached scrape, not a stall
-        st["repeated"][ids] = np.where(ok, same, st["repeated"][ids])
+        repeat = same & (repeated == 0.0)  # the first repeat: a cached scrape, not a stall
+        st["repeated"][ids] = np.where(ok, same, repeated)
         ok &= ~repeat
         with np.errstate(invalid="ignore", divide="ignore"):
             reset = ok & (x < last)
