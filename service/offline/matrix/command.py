@@ -64,11 +64,16 @@ class CellFailed(RuntimeError):
     """A cell whose simulate, replay or evaluate step exited non-zero (the matrix goes on without it)."""
 
 
+def _node_days(args: argparse.Namespace) -> float:
+    """A cell's node-days, for scores written before they carried them."""
+    return float(args.nodes * args.hours / 24.0)
+
+
 def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
     d: Path = args.out / cell.id
     cached = d / "score.jsonl"
     if cached.exists():
-        return scoring.read(cached, args.nodes * args.hours / 24.0)
+        return scoring.read(cached, _node_days(args))
     d.mkdir(parents=True, exist_ok=True)
     days = args.hours / 24.0
     size = ["--nodes", str(args.nodes), "--gpus", str(args.gpus), "--days", f"{days:g}"]
@@ -130,7 +135,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.report_only:
         for c in todo:
             if (p := args.out / c.id / "score.jsonl").exists():
-                scores += scoring.read(p, args.nodes * args.hours / 24.0)
+                scores += scoring.read(p, _node_days(args))
     else:
         with progress(console) as bar:
             task = bar.add_task("matrix", total=len(todo))
