@@ -91,7 +91,7 @@ def test_each_named_variant_has_its_own_physics() -> None:
     knobs = [orjson.dumps(ph.knobs(), option=orjson.OPT_SORT_KEYS) for ph in NAMED.values()]
     assert len(set(knobs)) == len(knobs)
     assert NAMED["default"].is_default and not any(p.is_default for n, p in NAMED.items() if n != "default")
-    assert set(NAMES) == {*NAMED, "random"}
+    assert set(NAMES) == {*NAMED, "random", "wide"}
 
 
 def test_default_variant_is_byte_identical_to_the_simulator_before_variants() -> None:
@@ -125,6 +125,15 @@ def test_random_variant_is_deterministic_per_seed_and_differs_across_seeds() -> 
     assert (
         digests(ClusterSim(cfg, resolve("random", 5)))[0] != digests(ClusterSim(cfg, resolve("random", 6)))[0]
     )
+
+
+def test_wide_draws_the_same_ranges_on_a_stream_no_random_seed_shares() -> None:
+    """The tuning set's `wide` must never simulate a report-set `random` cell's physics."""
+    wide = [random_physics(s, "wide").knobs() for s in range(1, 40)]
+    report = [random_physics(s).knobs() for s in range(100, 140)]
+    assert not any(w == r for w in wide for r in report)
+    assert resolve("wide", 3) == random_physics(3, "wide") and resolve("wide", 3).name == "wide"
+    assert {random_physics(s, "wide").workload.mix for s in range(40)} == {"training", "inference", "idle", "mixed"}
 
 
 def test_random_draws_span_the_ranges_not_just_the_defaults() -> None:

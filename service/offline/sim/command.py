@@ -39,8 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--variant",
         default="default",
         metavar="NAME",
-        help=f"physics variant ({', '.join(NAMES)}); random draws every knob from its range, per --seed "
-        "(docs/simulator.md)",
+        help=f"physics variant ({', '.join(NAMES)}); random and wide draw every knob from its range "
+        "per --seed (docs/simulator.md)",
     )
     p.add_argument(
         "--format",

@@ -1,8 +1,10 @@
-"""Named simulator variants and `random`, which draws every knob of `physics.Physics` from its range.
+"""Named simulator variants, `random` and `wide`, which draw every knob of `physics.Physics` from its range.
 
 Each named variant bends a few groups far from today's physics, the ways an independent generator or
 a real fleet differs (issue 16). `random` is deterministic per seed: its knobs come from their own
 generator, seeded from the simulation seed, so the same seed gives the same physics and telemetry.
+`wide` draws from the same ranges on another stream: the tuning set's random physics, never equal to
+a report-set `random` draw at any seed.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ _GROUP_MODELS: dict[str, type[Knobs]] = {
     "precursors": Precursors,
     "benign": Benign,
 }
-NAMES: tuple[str, ...] = (*NAMED, "random")
+DRAWN: dict[str, int] = {"random": 16, "wide": 17}  # variant -> the stream its knobs are drawn on
+NAMES: tuple[str, ...] = (*NAMED, *DRAWN)
 
 
 def bounds(model: type[BaseModel], field: str) -> tuple[float, float] | None:
@@ -134,16 +137,16 @@ def draw(rng: np.random.Generator, model: type[Knobs]) -> Knobs:
     return model(**values)
 
 
-def random_physics(seed: int) -> Physics:
-    """`--variant random`: the knobs' own generator, so they do not shift the telemetry's stream."""
-    rng = np.random.default_rng([seed, 16])
+def random_physics(seed: int, name: str = "random") -> Physics:
+    """`--variant random` or `wide`: the knobs' own generator, so they do not shift the telemetry's stream."""
+    rng = np.random.default_rng([seed, DRAWN[name]])
     groups = {g: draw(rng, _GROUP_MODELS[g]) for g in GROUPS}
-    return Physics.model_validate({"name": "random", **groups})
+    return Physics.model_validate({"name": name, **groups})
 
 
 def resolve(name: str, seed: int) -> Physics:
-    if name == "random":
-        return random_physics(seed)
+    if name in DRAWN:
+        return random_physics(seed, name)
     if name not in NAMED:
         raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(NAMES)}")
     return NAMED[name]
