@@ -133,7 +133,12 @@ def test_wide_draws_the_same_ranges_on_a_stream_no_random_seed_shares() -> None:
     report = [random_physics(s).knobs() for s in range(100, 140)]
     assert not any(w == r for w in wide for r in report)
     assert resolve("wide", 3) == random_physics(3, "wide") and resolve("wide", 3).name == "wide"
-    assert {random_physics(s, "wide").workload.mix for s in range(40)} == {"training", "inference", "idle", "mixed"}
+    assert {random_physics(s, "wide").workload.mix for s in range(40)} == {
+        "training",
+        "inference",
+        "idle",
+        "mixed",
+    }
 
 
 def test_random_draws_span_the_ranges_not_just_the_defaults() -> None:
