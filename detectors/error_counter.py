@@ -236,10 +236,21 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             self.state["field"][ids] = fields
 
     def refit(self) -> None:
-        """Refit the fleet priors from every series' history (every `refit_every_s` of event time)."""
+        """Refit the fleet priors from every series' history (every `refit_every_s` of event time).
+
+        An episode still running counts as one, at its size so far: parts whose counters started
+        ticking have shown the fleet that they do, however long their episodes take to end. Counting
+        only episodes over, a fleet whose leaky parts began their first (long, bursty) episodes in
+        its first minutes still looked clean when the next one began, and paged it.
+        """
         st = self.state
+        running = np.isfinite(st["cur_start"]).astype(np.float64)
         self.prior.fit(
-            st["field"].astype(np.int64), st["episodes"], st["exposure"], st["bursts"], st["errors"]
+            st["field"].astype(np.int64),
+            st["episodes"] + running,
+            st["exposure"],
+            st["bursts"] + st["cur_bursts"],
+            st["errors"] + st["cur_errors"],
         )
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
