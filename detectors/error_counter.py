@@ -262,13 +262,16 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
     def refit(self) -> None:
         """Refit the fleet priors from every series' history (every `refit_every_s` of event time).
 
-        Episodes still running count (`FleetPrior.fit`): parts whose counters started ticking have
-        shown the fleet that they do, however long their episodes take to end. Counting only episodes
-        over, a fleet whose leaky parts began their first (long, bursty) episodes in its first minutes
-        still looked clean when the next one began, and paged it.
+        Episodes still running that began in the warm-up count (`FleetPrior.fit`): parts whose
+        counters ticked while the fleet was first watched have shown that they do, however long their
+        episodes take to end. Counting only episodes over, a fleet whose leaky parts began their first
+        (long, bursty) episodes in its first minutes still looked clean when the next one began, and
+        paged it. Later episodes wait until they are over: many parts' errors beginning at once (an NFS
+        stall's timeouts on every node) must not teach the prior they are ordinary while they last.
         """
         st = self.state
-        running = np.isfinite(st["cur_start"]).astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            running = (st["cur_start"] <= self.prior.started + self.warmup_s).astype(np.float64)
         self.prior.fit(
             st["field"].astype(np.int64),
             st["episodes"],
