@@ -105,16 +105,39 @@ class FleetPrior:
         beta = min(self.b0, self.max_weight_s)
         return rate * beta, beta, self.size0, self.size0
 
-    def fit(self, field: Ids, episodes: Floats, exposure: Floats, bursts: Floats, errors: Floats) -> None:
-        """Refit every field's prior from its series' decayed episode counts and exposures."""
+    def fit(
+        self,
+        field: Ids,
+        episodes: Floats,
+        exposure: Floats,
+        bursts: Floats,
+        errors: Floats,
+        running: tuple[Floats, Floats, Floats] | None = None,
+    ) -> None:
+        """Refit every field's prior from its series' decayed episode counts and exposures.
+
+        `running`: per series, episodes begun and not yet over (0 or 1), their bursts and errors so
+        far. In a field none of whose episodes is over yet they stand for its episodes, rate and
+        sizes: parts whose counters started ticking have shown that they do, better evidence than the
+        hyperprior's guess. Once one is over they count no more: a running ramp (a failing part's,
+        judged against this prior) must not teach the fleet its own size or pace.
+        """
         n_fields = int(field.max()) + 1 if len(field) else 0
         known = (field >= 0) & (exposure > 0)
         f, n, e = field[known], episodes[known], exposure[known]
-        sum_n = np.bincount(f, n, n_fields)
+        live_n, live_b, live_e = (
+            (np.zeros(len(f)),) * 3 if running is None else tuple(r[known] for r in running)
+        )
+        parts = n >= 0.5  # parts with an episode over: what their episodes are like
+        per_part = np.bincount(f[parts], minlength=n_fields).astype(np.float64)
+        none_over = per_part == 0
+        live = (live_n >= 0.5) & none_over[f]  # ... or, in a field with none over, running ones so far
+        begun = n + live
+        sum_n = np.bincount(f, begun, n_fields)
         sum_e = np.bincount(f, e, n_fields)
         count = np.bincount(f, minlength=n_fields).astype(np.float64)
         m = (sum_n + self.a0) / (sum_e + self.b0)
-        q = np.bincount(f, (n - m[f] * e) ** 2 / e, n_fields)
+        q = np.bincount(f, (begun - m[f] * e) ** 2 / e, n_fields)
         spread = sum_e - np.bincount(f, e * e, n_fields) / np.maximum(sum_e, 1e-9)  # 0 for one part alone
         between = spread > 1e-6 * sum_e
         v = np.where(
@@ -124,14 +147,15 @@ class FleetPrior:
             beta = np.where(v > 0, m / v, np.inf)
         self.beta = np.minimum(beta, self.max_weight_s)
         self.alpha = m * self.beta
-        parts = n >= 0.5  # parts with an episode over: what their episodes are like
-        per_part = np.bincount(f[parts], minlength=n_fields).astype(np.float64)
-        self.bursts_mean = self._shrunk(
-            grouped_median(f[parts], bursts[known][parts] / n[parts], n_fields), per_part
-        )
-        self.errors_mean = self._shrunk(
-            grouped_median(f[parts], errors[known][parts] / n[parts], n_fields), per_part
-        )
+        weight = np.where(none_over, np.bincount(f[live], minlength=n_fields), per_part)
+
+        def typical(sizes: Floats, live_sizes: Floats) -> Floats:
+            over = grouped_median(f[parts], sizes[known][parts] / n[parts], n_fields)
+            now = grouped_median(f[live], live_sizes[live], n_fields)
+            return self._shrunk(np.where(none_over, now, over), weight)
+
+        self.bursts_mean = typical(bursts, live_b)
+        self.errors_mean = typical(errors, live_e)
 
     def _shrunk(self, median: Floats, parts: Floats) -> Floats:
         """The fleet's typical episode size, the hyperprior's counting as one part."""
@@ -236,10 +260,25 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             self.state["field"][ids] = fields
 
     def refit(self) -> None:
-        """Refit the fleet priors from every series' history (every `refit_every_s` of event time)."""
+        """Refit the fleet priors from every series' history (every `refit_every_s` of event time).
+
+        Episodes still running that began in the warm-up count (`FleetPrior.fit`): parts whose
+        counters ticked while the fleet was first watched have shown that they do, however long their
+        episodes take to end. Counting only episodes over, a fleet whose leaky parts began their first
+        (long, bursty) episodes in its first minutes still looked clean when the next one began, and
+        paged it. Later episodes wait until they are over: many parts' errors beginning at once (an NFS
+        stall's timeouts on every node) must not teach the prior they are ordinary while they last.
+        """
         st = self.state
+        with np.errstate(invalid="ignore"):
+            running = (st["cur_start"] <= self.prior.started + self.warmup_s).astype(np.float64)
         self.prior.fit(
-            st["field"].astype(np.int64), st["episodes"], st["exposure"], st["bursts"], st["errors"]
+            st["field"].astype(np.int64),
+            st["episodes"],
+            st["exposure"],
+            st["bursts"],
+            st["errors"],
+            (running, st["cur_bursts"], st["cur_errors"]),
         )
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:

@@ -23,6 +23,7 @@ from prexid.detectors.bank import Evidence
 from prexid.detectors.base import Floats, Ids
 from prexid.detectors.fleet_vote import Summary, Verdict, judge
 from prexid.detectors.signals import (
+    JOB_COUPLED,
     LOAD_COUPLED,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
@@ -105,6 +106,9 @@ class Fusion:
         self.recent_up = np.zeros((0, N_FAMILIES))
         self.recent_down = np.zeros((0, N_FAMILIES))
         self.explained = np.zeros((0, N_FAMILIES), dtype=bool)  # held evidence already judged the load's
+        # error counters' own evidence, max-held and decaying as `held` but never cleared as shared: an
+        # entity whose family carries errors (NFS timeouts) votes in the cluster vote whatever its load did
+        self.error_held = np.zeros((0, N_FAMILIES))
         self.last_tick = -np.inf
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # surprising evidence, fresh, in a row
@@ -140,6 +144,7 @@ class Fusion:
         self.recent_up = np.vstack([self.recent_up, np.zeros((grow, N_FAMILIES))])
         self.recent_down = np.vstack([self.recent_down, np.zeros((grow, N_FAMILIES))])
         self.explained = np.vstack([self.explained, np.zeros((grow, N_FAMILIES), dtype=bool)])
+        self.error_held = np.vstack([self.error_held, np.zeros((grow, N_FAMILIES))])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
@@ -172,6 +177,9 @@ class Fusion:
         up = ev.up()[hot]
         np.maximum.at(self.recent_up.reshape(-1), cells[up], s[up])
         np.maximum.at(self.recent_down.reshape(-1), cells[~up], s[~up])
+        if errors is not None:
+            err = errors[hot]
+            np.maximum.at(self.error_held.reshape(-1), cells[err], s[err])
         won = s >= flat[cells]
         top = cells[won]
         self.top_series.reshape(-1)[top] = ev.ids[hot][won]
@@ -196,13 +204,18 @@ class Fusion:
 
         Evidence held from before a gap in the data is aged by the whole gap first; load coupling and
         node-level causes are a node's own business and settled here (see `lift_node_causes`).
+
+        The cluster vote (`rising`) leaves out an entity whose family rose with its own job
+        (`job_coupled`) unless the family carries error counters' evidence too (NFS timeouts: a stall,
+        whatever the job did). Whether a family is shared, and so cleared, is judged on every vote.
         """
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
+        own = ~self.job_coupled() | (self.error_held >= cfg.vote_min)
         self.lift_node_causes(self.load_coupled())
         voting = self.held >= cfg.vote_min
-        return Summary.of(tick, voting, self.top_rising, self.present, self.parent >= 0)
+        return Summary.of(tick, voting, self.top_rising & own, self.present, self.parent >= 0)
 
     def judge(self, summary: Summary, previous: NDArray[np.bool_] | None = None) -> Verdict:
         """The verdict of `summary`'s counts (this fusion's own, or a fleet's merged) under this config,
@@ -276,15 +289,26 @@ class Fusion:
         A cell once explained stays so until new evidence tops it; a cell whose strongest series is an
         error counter is never the load's.
         """
+        out = (self.explained & (self.held >= self.config.vote_min)) | self._moved_with(LOAD_COUPLED)
+        self.explained = out
+        return out
+
+    def job_coupled(self) -> NDArray[np.bool_]:
+        """(entity, family) cells of a `JOB_COUPLED` family voting the same way as the entity's own job
+        moved in the last minutes (judged afresh every tick): that job's regime, not a shared fault."""
+        return self._moved_with(JOB_COUPLED)
+
+    def _moved_with(self, coupling: dict[Family, tuple[Family, ...]]) -> NDArray[np.bool_]:
+        """Voting cells of each family of `coupling` whose strongest series moved the way one of its load
+        families did on the same entity lately; a top series that is an error counter never did."""
         vote_min = self.config.vote_min
         voting = self.held >= vote_min
-        out = self.explained & voting
-        for family, loads in LOAD_COUPLED.items():
+        out = np.zeros_like(voting)
+        for family, loads in coupling.items():
             rising = self.top_rising[:, family]
             for load in loads:
                 moved = np.where(rising, self.recent_up[:, load], self.recent_down[:, load]) >= vote_min
                 out[:, family] |= voting[:, family] & moved & ~self.top_error[:, family]
-        self.explained = out
         return out
 
     def lift_node_causes(self, coupled: NDArray[np.bool_]) -> None:
@@ -365,6 +389,7 @@ class Fusion:
             (self.held, cfg.half_life_s),
             (self.recent_up, cfg.load_memory_half_life_s),
             (self.recent_down, cfg.load_memory_half_life_s),
+            (self.error_held, cfg.half_life_s),
         ):
             held *= np.exp2(-elapsed_s / half_life)
             held[held < 1e-3] = 0.0
@@ -379,6 +404,7 @@ class Fusion:
             "recent_up": self.recent_up,
             "recent_down": self.recent_down,
             "explained": self.explained,
+            "error_held": self.error_held,
             "last_tick": np.array([self.last_tick]),
             "present": self.present,
             "n_series": self.n_series,
@@ -407,6 +433,7 @@ class Fusion:
         self.recent_up = np.asarray(arrays["recent_up"], dtype=np.float64)
         self.recent_down = np.asarray(arrays["recent_down"], dtype=np.float64)
         self.explained = np.asarray(arrays["explained"], dtype=bool)
+        self.error_held = np.asarray(arrays["error_held"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.last_tick = float(arrays["last_tick"][0])
         self.present = np.asarray(arrays["present"], dtype=bool)
         self.n_series = np.asarray(arrays["n_series"], dtype=np.int64)

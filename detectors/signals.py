@@ -68,6 +68,16 @@ LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
     Family.STORAGE_IO: (Family.UTILIZATION, Family.HOST),
     Family.NETWORK: (Family.UTILIZATION,),
 }
+# The load families whose movement says an entity's job itself changed (started, stopped, restarted:
+# its CPU and memory taken or given back), not merely that its traffic grew. Storage latency or TCP
+# retransmits rising with these on a node are that job's new regime (a job starting on idle nodes
+# reads its data, then does more I/O than their idle baselines know, until those learn it): the cluster
+# vote leaves such a node out. Traffic alone (NFS bytes, network bytes) explains nothing there: an NFS
+# storm begins with a checkpoint's writes.
+JOB_COUPLED: dict[Family, tuple[Family, ...]] = {
+    Family.STORAGE_IO: (Family.HOST,),
+    Family.NETWORK: (Family.HOST,),
+}
 
 
 # Rare hardware events that need action on their own: a row remap pending (the GPU needs a reset), a

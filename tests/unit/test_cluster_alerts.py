@@ -115,3 +115,60 @@ def test_a_stall_over_many_partitions_is_one_cluster_alert_and_no_node_pages(
     alerts = run_partitioned(partitions, fleet=True)
     assert [(a.kind, a.status) for a in alerts] == [("cluster", "firing"), ("cluster", "resolved")]
     assert alerts[0].signals[0].family == "storage-io" and alerts[0].signals[0].value == 1.0
+
+
+def job_scrape(
+    t: int, rng: np.random.Generator, c: dict[str, np.ndarray], job: set[int], stalled: set[int]
+) -> list[RawSample]:
+    """One 15 s scrape of idle nodes, of which `job` run a job (CPU, load and NFS traffic up, a latency
+    level the idle baseline never saw) and `stalled` see NFS stall (backlog x20, major timeouts)."""
+    ts = START + 15.0 * t
+    out: list[RawSample] = []
+    for n in range(NODES):
+        running, stall = n in job, n in stalled
+        c["cpu"][n] += 224 * (0.3 if running else 0.02) * 15.0 * (1 + rng.normal(0, 0.03))
+        c["backlog"][n] += rng.poisson((800.0 if stall else 160.0 if running else 40.0) * 15.0)
+        c["read"][n] += (8e7 if running else 2e7) * 15.0 * (1 + rng.normal(0, 0.03))
+        c["timeouts"][n] += rng.poisson(0.3) if stall else 0
+        labels = {"instance": f"node-{n:02d}:9100", "export": "nfs:/ckpt"}
+        host = {"instance": f"node-{n:02d}:9100"}
+        out += [
+            RawSample(
+                "node_mountstats_nfs_transport_backlog_queue_total", labels, ts, float(c["backlog"][n])
+            ),
+            RawSample("node_mountstats_nfs_read_bytes_total", labels, ts, float(c["read"][n])),
+            RawSample(
+                "node_mountstats_nfs_operations_major_timeouts_total", labels, ts, float(c["timeouts"][n])
+            ),
+            RawSample("node_cpu_seconds_total", host, ts, float(c["cpu"][n])),
+            RawSample("node_load1", host, ts, (60.0 if running else 4.0) + rng.normal()),
+        ]
+    return out
+
+
+def run_job_start(stalled_at: range) -> list[Alert]:
+    """A job starts on 6 of 16 idle nodes at tick 240 and runs on; they stall during `stalled_at`."""
+    rng = np.random.default_rng(7)
+    c = {k: np.zeros(NODES) for k in ("cpu", "backlog", "read", "timeouts")}
+    pipeline = Pipeline()
+    alerts: list[Alert] = []
+    job = set(range(6))
+    for t in range(480):
+        running = job if t >= 240 else set()
+        alerts += pipeline.ingest_samples(job_scrape(t, rng, c, running, job if t in stalled_at else set()))
+    return [a for a in alerts + pipeline.advance(drain=True) if a.kind == "cluster"]
+
+
+def test_a_job_starting_on_idle_nodes_is_not_a_cluster_event() -> None:
+    """Its nodes do more I/O than their idle baselines know for as long as those take to learn it, on
+    more than the cluster vote's share of the fleet: that is the job's regime (its CPU rose with it)."""
+    assert run_job_start(range(0)) == []
+
+
+def test_storage_stalling_on_nodes_whose_job_just_started_is_still_one_cluster_alert() -> None:
+    """NFS timeouts are never the job's: a stall on the job's nodes still raises the cluster alert."""
+    alerts = run_job_start(range(300, 380))
+    assert [(a.status, a.signals[0].family) for a in alerts] == [
+        ("firing", "storage-io"),
+        ("resolved", "storage-io"),
+    ]

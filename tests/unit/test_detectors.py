@@ -123,6 +123,21 @@ def test_error_counter_a_fleet_whose_counters_tick_in_bursts_does_not_page_for_t
     assert in_single[-30:-25, 9].min() < 1e-7
 
 
+def test_error_counter_episodes_still_running_teach_the_fleet_that_its_parts_tick() -> None:
+    """Two parts begin long bursty episodes in the fleet's first minutes; a third part's first burst
+    after the warm-up is then what this fleet does, not a page (in a clean fleet it still is one). The
+    fleet prior used to count episodes only once over (10 minutes quiet), so it still looked clean."""
+    steps = np.zeros((140, 64))
+    steps[60::8, 1] = 4  # from minute 15, a burst every 2 minutes: one episode, still running
+    steps[64::8, 2] = 7
+    first = [100, 106, 116, 120]  # minutes 25-30: a part never seen to tick, 59 errors in four bursts
+    steps[first, 9] = (10, 3, 40, 6)
+    clean = np.zeros_like(steps)
+    clean[first, 9] = (10, 3, 40, 6)
+    assert _fleet_scores(steps)[first, 9].min() > 1e-5
+    assert _fleet_scores(clean)[first, 9].min() < 1e-9
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
