@@ -10,7 +10,9 @@ runs 4 °C warmer than its neighbours is normal, one whose fan or cold plate is 
 its offset for hours. Only warmer counts: the means' robust z-scores (clipped at `clip_sigmas`) feed a
 one-sided CUSUM with slack `slack`, whose height is calibrated against the series' own history
 (`TailCalibrator`; the prior is a Gaussian random walk's, P(height > h) ~ exp(-2 slack h)). One warm
-five minutes raises it by `clip_sigmas - slack` at most: only a creep that lasts builds up.
+five minutes raises it by `clip_sigmas - slack` at most: only a creep that lasts builds up; it is capped
+a little past where p reaches its floor, so once the GPU is back to its usual offset the evidence is gone
+within a quarter hour, not after as long as the creep lasted.
 
 The evidence is the `cooling` family's, which may page alone once sustained, as ramping hardware errors
 may (`signals.SUSTAINED_FAMILIES`).
@@ -75,10 +77,11 @@ class CoolingDrift:
         abs_floor: float = 0.5,  # °C: whole-degree sensors make a quiet residual look tighter than it is
         clip_sigmas: float = 4.0,
         slack: float = 1.0,
+        max_height: float = 15.0,  # past p's floor (1e-12 under the prior): an end shows within minutes
     ) -> None:
         self.batch_s, self.min_peers, self.fresh_s = batch_s, min_peers, fresh_s
         self.half_life_s, self.warmup, self.abs_floor = half_life_s, warmup, abs_floor
-        self.clip_sigmas, self.slack = clip_sigmas, slack
+        self.clip_sigmas, self.slack, self.max_height = clip_sigmas, slack, max_height
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         self.state = SeriesState(_FIELDS, capacity=_ROWS)  # by row
@@ -162,7 +165,7 @@ class CoolingDrift:
         dev = mean - center
         judged = n >= self.warmup
         z = np.where(judged, np.minimum(dev / sigma, self.clip_sigmas), 0.0)
-        height = np.where(judged, np.maximum(0.0, st["height"][ids] + z - self.slack), 0.0)
+        height = np.where(judged, np.clip(st["height"][ids] + z - self.slack, 0.0, self.max_height), 0.0)
         p = self.calibrator.score(ids, np.where(judged, height, np.nan))
         dt = np.where(np.isfinite(st["mean_ts"][ids]), ts - st["mean_ts"][ids], 0.0)
         alpha = np.maximum(half_life_weight(dt, self.half_life_s), 1.0 / (n + 1.0))
@@ -174,15 +177,21 @@ class CoolingDrift:
         return p
 
     def _peer_median(self, groups: Floats, now: float) -> Floats:
-        """Median of each group's fresh latest values (NaN for a group with fewer than `min_peers`)."""
+        """The node's common level: median of each group's fresh latest values, each less its own usual
+        offset (NaN for a group with fewer than `min_peers`). With offsets spread over degrees, a plain
+        median jumps by the gap between two of them when one GPU moves across it (a GPU drawing less
+        power for an hour cools, and its neighbours would read warmer); offsets taken out, the GPUs
+        read alike and one moving shifts the median by a fraction of the noise."""
         st = self.state
         watched = np.flatnonzero(st["group"][: self.rows] >= 0)
         fresh = watched[np.isfinite(st["last"][watched]) & (st["last_ts"][watched] >= now - self.fresh_s)]
         if not len(fresh):
             return np.full(len(groups), np.nan)
         g, wanted = st["group"][fresh].astype(np.int64), groups.astype(np.int64)
-        order = np.lexsort((st["last"][fresh], g))
-        g, v = g[order], st["last"][fresh][order]
+        own = st["center"][fresh]
+        level = st["last"][fresh] - np.where(np.isfinite(own), own, 0.0)  # each less its usual offset
+        order = np.lexsort((level, g))
+        g, v = g[order], level[order]
         n = int(max(g.max(), wanted.max())) + 1
         counts = np.bincount(g, minlength=n)
         starts = np.cumsum(counts) - counts
