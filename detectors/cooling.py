@@ -12,7 +12,8 @@ one-sided CUSUM with slack `slack`, whose height is calibrated against the serie
 (`TailCalibrator`; the prior is a Gaussian random walk's, P(height > h) ~ exp(-2 slack h)). One warm
 five minutes raises it by `clip_sigmas - slack` at most: only a creep that lasts builds up; it is capped
 a little past where p reaches its floor, so once the GPU is back to its usual offset the evidence is gone
-within a quarter hour, not after as long as the creep lasted.
+within a quarter hour, not after as long as the creep lasted. A series silent for `max_gap_s` (a
+reboot, a drain) starts its CUSUM afresh: the GPU that comes back is not the one that left.
 
 The evidence is the `cooling` family's, which may page alone once sustained, as ramping hardware errors
 may (`signals.SUSTAINED_FAMILIES`).
@@ -77,11 +78,13 @@ class CoolingDrift:
         abs_floor: float = 0.5,  # °C: whole-degree sensors make a quiet residual look tighter than it is
         clip_sigmas: float = 4.0,
         slack: float = 1.0,
-        max_height: float = 15.0,  # past p's floor (1e-12 under the prior): an end shows within minutes
+        max_height: float = 15.0,
+        max_gap_s: float = 600.0,  # past p's floor (1e-12 under the prior): an end shows within minutes
     ) -> None:
         self.batch_s, self.min_peers, self.fresh_s = batch_s, min_peers, fresh_s
         self.half_life_s, self.warmup, self.abs_floor = half_life_s, warmup, abs_floor
         self.clip_sigmas, self.slack, self.max_height = clip_sigmas, slack, max_height
+        self.max_gap_s = max_gap_s
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         self.state = SeriesState(_FIELDS, capacity=_ROWS)  # by row
@@ -142,6 +145,16 @@ class CoolingDrift:
     def _round(self, at: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
         ok = np.isfinite(x) & np.isfinite(ts) & (ts > st["last_ts"][at])
+        back = ok & (ts - st["last_ts"][at] > self.max_gap_s) & np.isfinite(st["last_ts"][at])
+        if back.any():  # silent a while (a reboot, a drain, a swapped board): no creep runs across it
+            c = at[back]
+            st["height"][c], st["p"][c], st["bsum"][c], st["bn"][c], st["bstart"][c] = (
+                0.0,
+                1.0,
+                0.0,
+                0.0,
+                np.nan,
+            )
         st.put(at, ok, last=x, last_ts=ts)
         resid = x - self._peer_median(st["group"][at], float(ts[ok].max()) if ok.any() else -np.inf)
         ok &= np.isfinite(resid)
