@@ -10,10 +10,11 @@ runs 4 °C warmer than its neighbours is normal, one whose fan or cold plate is 
 its offset for hours. Only warmer counts: the means' robust z-scores (clipped at `clip_sigmas`) feed a
 one-sided CUSUM with slack `slack`, whose height is calibrated against the series' own history
 (`TailCalibrator`; the prior is a Gaussian random walk's, P(height > h) ~ exp(-2 slack h)). One warm
-five minutes raises it by `clip_sigmas - slack` at most: only a creep that lasts builds up; it is capped
-a little past where p reaches its floor, so once the GPU is back to its usual offset the evidence is gone
-within a quarter hour, not after as long as the creep lasted. A series silent for `max_gap_s` (a
-reboot, a drain) starts its CUSUM afresh: the GPU that comes back is not the one that left.
+five minutes raises it by `clip_sigmas - slack` at most: only a creep that lasts builds up. It is capped
+a little past where p reaches its floor and halved by a mean back at the usual offset, so once the GPU
+is back the evidence is gone within a quarter hour, not after as long as the creep lasted. A series
+silent for `max_gap_s` (a reboot, a drain) starts its CUSUM afresh: the GPU that comes back is not the
+one that left.
 
 The evidence is the `cooling` family's, which may page alone once sustained, as ramping hardware errors
 may (`signals.SUSTAINED_FAMILIES`).
@@ -178,7 +179,8 @@ class CoolingDrift:
         dev = mean - center
         judged = n >= self.warmup
         z = np.where(judged, np.minimum(dev / sigma, self.clip_sigmas), 0.0)
-        height = np.where(judged, np.clip(st["height"][ids] + z - self.slack, 0.0, self.max_height), 0.0)
+        height = np.clip(st["height"][ids] + z - self.slack, 0.0, self.max_height)
+        height = np.where(judged, np.where(z > 0.0, height, 0.5 * height), 0.0)  # back at its offset
         p = self.calibrator.score(ids, np.where(judged, height, np.nan))
         dt = np.where(np.isfinite(st["mean_ts"][ids]), ts - st["mean_ts"][ids], 0.0)
         alpha = np.maximum(half_life_weight(dt, self.half_life_s), 1.0 / (n + 1.0))
