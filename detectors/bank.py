@@ -116,7 +116,8 @@ class DetectorBank:
 
     def watch_heat(self, ids: Ids, peer_groups: Ids) -> None:
         """Declare newly registered GPU temperatures and their peer groups (the cooling detector's)."""
-        self.cooling.watch(ids, peer_groups)
+        self.cooling.set_groups(ids, peer_groups)
+        self.cooling.watch(ids)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         """Score a batch; one of distinct ids in another order is scored in id order, and answered in its own.

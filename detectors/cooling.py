@@ -21,7 +21,8 @@ may (`signals.SUSTAINED_FAMILIES`).
 
 >>> import numpy as np
 >>> det, ids = CoolingDrift(), np.arange(8, dtype=np.int64)
->>> det.watch(ids, np.zeros(8, dtype=np.int64))  # one node's 8 GPU temperatures
+>>> det.set_groups(ids, np.zeros(8, dtype=np.int64))  # one node's 8 GPU temperatures are peers
+>>> det.watch(ids)
 >>> rng, offset = np.random.default_rng(1), np.arange(8.0)  # each GPU its own offset
 >>> p = [det.update(ids, np.full(8, 15.0 * t), 40 + 40 * (t // 400 % 2) + offset + rng.normal(0, 0.5, 8)
 ...      + (t > 1600) * np.eye(8)[3] * (t - 1600) / 40) for t in range(2000)]  # GPU 3 creeps from 1600
@@ -87,6 +88,7 @@ class CoolingDrift:
         self.clip_sigmas, self.slack, self.max_height = clip_sigmas, slack, max_height
         self.max_gap_s = max_gap_s
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
+        self.group_of = np.full(0, -1, dtype=np.int32)  # series id -> its peer group, as declared
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         self.state = SeriesState(_FIELDS, capacity=_ROWS)  # by row
         u = 3.0  # a Gaussian random walk's tail above u: rate exp(-2 slack u), mean excess 1 / (2 slack)
@@ -98,15 +100,21 @@ class CoolingDrift:
         )
         self.rows = 0  # rows handed out so far
 
-    def watch(self, ids: Ids, groups: Ids) -> None:
-        """Watch temperature series, each with its peer group (the peer detector's ids): registration
-        time, not per sample."""
+    def set_groups(self, ids: Ids, groups: Ids) -> None:
+        """Declare each series' peer group (the peer detector's ids; -1: no peers, never judged)."""
         if not len(ids):
             return
-        if int(ids.max()) >= len(self.slot):
-            grown = np.full(max(2 * len(self.slot), int(ids.max()) + 1, 1024), -1, dtype=np.int32)
-            grown[: len(self.slot)] = self.slot
-            self.slot = grown
+        self.group_of = _grown(self.group_of, int(ids.max()))
+        self.group_of[ids] = groups
+        seen = self.watches(ids)
+        self.state["group"][self.slot[ids[seen]]] = groups[seen]
+
+    def watch(self, ids: Ids) -> None:
+        """Watch temperature series (registration time, not per sample), each in its declared group."""
+        if not len(ids):
+            return
+        self.slot = _grown(self.slot, int(ids.max()))
+        self.group_of = _grown(self.group_of, int(ids.max()))
         new = np.unique(ids[self.slot[ids] < 0])
         reuse = min(len(new), len(self._free))
         reused = np.array([self._free.pop() for _ in range(reuse)], dtype=np.int64)
@@ -114,8 +122,7 @@ class CoolingDrift:
         self.rows += len(new) - reuse
         self.state.ensure(self.rows)
         self.calibrator.ensure(self.rows)
-        at = self.slot[ids].astype(np.int64)
-        self.state["group"][at] = groups
+        self.state["group"][self.slot[new]] = self.group_of[new]
 
     def watches(self, ids: Ids) -> NDArray[np.bool_]:
         """Which of these series are watched temperatures."""
@@ -129,6 +136,7 @@ class CoolingDrift:
         slots = self.slot[ids]
         gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
+        self.group_of[ids] = -1
         self.state.reset(gone)
         self.calibrator.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
@@ -225,24 +233,35 @@ class CoolingDrift:
 
     def bytes_per_series(self) -> int:
         """State bytes one more watched series costs: its row, its tail and its slot."""
-        return self.state.nbytes_per_series() + self.calibrator.bytes_per_series() + self.slot.itemsize
+        own = self.slot.itemsize + self.group_of.itemsize
+        return self.state.nbytes_per_series() + self.calibrator.bytes_per_series() + own
 
     def snapshot(self) -> Packed:
-        """Slots, rows handed out, the rows' state and their tails."""
+        """Slots, groups, rows handed out, the rows' state and their tails."""
         return pack_blobs(
-            array_pieces(self.slot), array_pieces(np.array([self.rows])), self.state.to_pieces(),
-            self.calibrator.snapshot(),
+            array_pieces(self.slot), array_pieces(self.group_of), array_pieces(np.array([self.rows])),
+            self.state.to_pieces(), self.calibrator.snapshot(),
         )  # fmt: skip
 
     def restore(self, data: Stored) -> None:
-        slot, rows_, state, calibrator = unpack_blobs(data)
+        slot, group_of, rows_, state, calibrator = unpack_blobs(data)
         self.slot = load_array(slot).astype(np.int32, copy=False)
+        self.group_of = load_array(group_of).astype(np.int32, copy=False)
         self.rows = int(load_array(rows_)[0])
         self.state.load_bytes(state)
         self.calibrator.restore(calibrator)
         used = np.zeros(self.rows, dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
+
+
+def _grown(arr: NDArray[np.int32], max_id: int) -> NDArray[np.int32]:
+    """A per-series-id array long enough for `max_id` (doubling; new ids -1)."""
+    if max_id < len(arr):
+        return arr
+    grown = np.full(max(2 * len(arr), max_id + 1, 1024), -1, dtype=np.int32)
+    grown[: len(arr)] = arr
+    return grown
 
 
 _ROWS = 64  # rows to begin with; grown by doubling

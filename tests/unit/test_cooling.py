@@ -32,7 +32,8 @@ def detect(
     """p per scrape and GPU; scrapes in `gaps` are missing for every GPU but 0 and 1."""
     if det is None:
         det = CoolingDrift()
-        det.watch(IDS, np.zeros(GPUS, dtype=np.int64))
+        det.set_groups(IDS, np.zeros(GPUS, dtype=np.int64))
+        det.watch(IDS)
     out = np.ones((len(temps), GPUS))
     for t, x in enumerate(temps):
         at = IDS[:2] if t in gaps else IDS
@@ -106,7 +107,8 @@ def test_snapshot_restores_slots_and_state_and_forgotten_rows_are_reused() -> No
     temps = [node_temps(t, rng, offsets) + np.eye(GPUS)[2] * max(0, t - 500) / 40 for t in range(900)]
     ids = IDS + 100  # sparse ids: only watched series hold rows
     one = CoolingDrift()
-    one.watch(ids, np.zeros(GPUS, dtype=np.int64))
+    one.set_groups(ids, np.zeros(GPUS, dtype=np.int64))
+    one.watch(ids)
     two = CoolingDrift()
     for t, x in enumerate(temps):
         ts = np.full(GPUS, START + 15.0 * t)
@@ -117,7 +119,8 @@ def test_snapshot_restores_slots_and_state_and_forgotten_rows_are_reused() -> No
             assert np.array_equal(p, two.update(ids, ts, x))
     assert one.rows == GPUS and one.watches(np.array([3, 102])).tolist() == [False, True]
     one.forget(ids[:2])
-    one.watch(np.array([7, 9]), np.zeros(2, dtype=np.int64))
+    one.set_groups(np.array([7, 9]), np.zeros(2, dtype=np.int64))
+    one.watch(np.array([7, 9]))
     assert one.rows == GPUS  # the forgotten rows, reused
     assert np.isnan(one.baseline(np.array([7]))).all()  # reset: a new series' offset is unknown
 
