@@ -165,7 +165,8 @@ class CoolingDrift:
                 np.nan,
             )
         st.put(at, ok, last=x, last_ts=ts)
-        resid = x - self._peer_median(st["group"][at], float(ts[ok].max()) if ok.any() else -np.inf)
+        with np.errstate(invalid="ignore"):  # ±Inf samples: no residual, below
+            resid = x - self._peer_median(st["group"][at], float(ts[ok].max()) if ok.any() else -np.inf)
         ok &= np.isfinite(resid)
         start = np.where(np.isnan(st["bstart"][at]), ts, st["bstart"][at])
         bsum = st["bsum"][at] + np.where(ok, resid, 0.0)
