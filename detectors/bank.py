@@ -28,6 +28,7 @@ from prexid.detectors.base import (
     rows,
     unpack_blobs,
 )
+from prexid.detectors.cooling import CoolingDrift
 from prexid.detectors.counter_rate import CounterRate
 from prexid.detectors.drift import DriftCusum
 from prexid.detectors.error_counter import ErrorCounterSurprise
@@ -53,6 +54,7 @@ class Evidence:
     p: Floats
     rising: NDArray[np.bool_] | None = None  # above the series' baseline (level or rate); None: all
     fail_slow_p: Floats | None = None  # fail-slow evidence of watched series (1 elsewhere)
+    cooling_p: Floats | None = None  # cooling evidence of GPU temperatures (1 elsewhere)
 
     def up(self) -> NDArray[np.bool_]:
         return np.ones(len(self.ids), dtype=bool) if self.rising is None else self.rising
@@ -64,6 +66,7 @@ class DetectorBank:
     def __init__(self, multivariate: bool = False, error_counter_warmup_s: float = 1200.0) -> None:
         self.peer = PeerDeviation()
         self.fail_slow = FailSlow(self.peer)
+        self.cooling = CoolingDrift()
         self.error_counter = ErrorCounterSurprise(warmup_s=error_counter_warmup_s)
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
@@ -111,6 +114,11 @@ class DetectorBank:
         """Declare newly registered series that measure how fast a GPU works (fail-slow reads them)."""
         self.fail_slow.watch(ids)
 
+    def watch_heat(self, ids: Ids, peer_groups: Ids) -> None:
+        """Declare newly registered GPU temperatures and their peer groups (the cooling detector's)."""
+        self.cooling.set_groups(ids, peer_groups)
+        self.cooling.watch(ids)
+
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         """Score a batch; one of distinct ids in another order is scored in id order, and answered in its own.
 
@@ -122,10 +130,13 @@ class DetectorBank:
             return self._update(ids, ts, values)
         ev = self._update(ids[order], ts[order], values[order])
         p, rising, slow = np.empty_like(ev.p), np.empty(len(ids), dtype=bool), np.ones(len(ids))
+        heat = np.ones(len(ids))
         p[order], rising[order] = ev.p, ev.up()
         if ev.fail_slow_p is not None:
             slow[order] = ev.fail_slow_p
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
+        if ev.cooling_p is not None:
+            heat[order] = ev.cooling_p
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow, cooling_p=heat)
 
     def _update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < len(self.kinds):
@@ -151,7 +162,8 @@ class DetectorBank:
                 p[mask] = self._combine(dets, *sub, sub_rising)
                 rising[mask] = sub_rising
         slow = self.fail_slow.update(ids, ts, values)  # after the peer detector saw the same samples
-        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow)
+        heat = self.cooling.update(ids, ts, values)
+        return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow, cooling_p=heat)
 
     def _combine(
         self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats, rising: NDArray[np.bool_]
@@ -211,6 +223,7 @@ class DetectorBank:
             det.forget(ids)
         self.staleness.forget(ids)
         self.fail_slow.forget(ids)  # its own rows; the shared peer detector is among the detectors
+        self.cooling.forget(ids)
         self.kinds[ids[ids < len(self.kinds)]] = Kind.IGNORED
 
     def baseline(self, ids: Ids) -> Floats:
@@ -236,17 +249,22 @@ class DetectorBank:
     def snapshot(self) -> Packed:
         parts = [d.snapshot() for d in self.all_detectors()]
         return pack_blobs(
-            array_pieces(self.kinds), self.staleness.snapshot(), self.fail_slow.snapshot(), *parts
+            array_pieces(self.kinds),
+            self.staleness.snapshot(),
+            self.fail_slow.snapshot(),
+            self.cooling.snapshot(),
+            *parts,
         )
 
     def restore(self, data: Stored) -> None:
-        kinds, staleness, fail_slow, *parts = unpack_blobs(data)
+        kinds, staleness, fail_slow, cooling, *parts = unpack_blobs(data)
         dets = self.all_detectors()
         if len(parts) != len(dets):
             raise ValueError("snapshot does not match this bank's detectors")
         self.kinds = load_array(kinds).astype(np.uint8, copy=False)
         self.staleness.restore(staleness)
         self.fail_slow.restore(fail_slow)
+        self.cooling.restore(cooling)
         for det, part in zip(dets, parts, strict=True):
             det.restore(part)
 

@@ -45,6 +45,7 @@ class TailCalibrator(ArrayState):
         prior_weight: float = 10.0,
         window: float = 10_000.0,
         learn_gate: float = 1e-4,
+        capacity: int = 1024,  # rows to begin with (grown by doubling)
     ) -> None:
         self.threshold = threshold
         self.learn_gate = learn_gate
@@ -64,7 +65,8 @@ class TailCalibrator(ArrayState):
                 "em1": 0.0,
                 "em2": 0.0,
                 "emin": 1.0,
-            }
+            },
+            capacity,
         )
 
     def _rate(self, ids: Ids) -> Floats:

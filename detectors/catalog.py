@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from prexid.detectors.base import Detector
+from prexid.detectors.cooling import CoolingDrift
 from prexid.detectors.counter_rate import CounterRate
 from prexid.detectors.drift import DriftCusum
 from prexid.detectors.error_counter import ErrorCounterSurprise
@@ -52,5 +53,8 @@ REGISTRY: dict[str, Registered] = {
     # over a peer detector of its own here; the bank's reads the bank's (`DetectorBank.fail_slow`)
     FailSlow.name: Registered(
         FailSlow, "a GPU working slower than its node's other GPUs, scrape after scrape"
+    ),
+    CoolingDrift.name: Registered(
+        CoolingDrift, "a GPU creeping warmer than its node's other GPUs than it usually runs (cooling)"
     ),
 }

@@ -28,6 +28,9 @@ class Family(IntEnum):
     # (the peer detector). Data-parallel ranks move together, so this is a fail-slow GPU or stalling
     # firmware, not the job's phase.
     FAIL_SLOW = 11
+    # Not in the catalog either: a GPU's temperature creeping above its usual offset from its node's
+    # other GPUs (the cooling detector), whatever the load: a failing fan or cold plate.
+    COOLING = 12
 
     @property
     def label(self) -> str:
@@ -48,8 +51,9 @@ PER_DEVICE_FAMILIES = frozenset({Family.MEMORY_ECC, Family.XID})
 # after scrape are a precursor by themselves (SBE storms before a DBE, replay storms before a link drops).
 HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # Families that may page alone when strongly surprising scrape after scrape: hardware errors ramping,
-# and a GPU falling behind its peers for a minute on end.
-SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW}
+# a GPU falling behind its peers for a minute on end, and one running hotter than its peers than it
+# usually does for half an hour (its evidence is a CUSUM of 5-minute means: it cannot rise in one step).
+SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
 # How fast a GPU works, in a unit that stays put on idle GPUs (345 MHz): fail-slow reads it. Power is not
 # used: idle GPUs spread widely around their peers, and on the simulated week it paged on them.
 WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})

@@ -21,6 +21,7 @@ import orjson
 
 from prexid.detectors.fleet_peers import PeerSketch
 from prexid.detectors.fleet_vote import Counts, Summary
+from prexid.detectors.signals import N_FAMILIES
 
 VERSION = 1
 
@@ -82,6 +83,8 @@ class PartitionSummary:
             if doc.get("v") != VERSION:
                 raise SummaryError(f"summary version {doc.get('v')!r}, this prexid reads {VERSION}")
             votes, rising, carriers = (_counts(t) for t in doc["c"])
+            if any(len(row) != N_FAMILIES for t in (votes, rising, carriers) for row in t):
+                raise SummaryError(f"summary counts not of {N_FAMILIES} families (another prexid build)")
             counts = Summary(float(doc["t"]), votes, rising, carriers)
             rows = tuple(
                 NodeRow(str(n), int(s), int(f), bool(h), tuple((int(g), int(q)) for g, q in gpus))

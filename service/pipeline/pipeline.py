@@ -17,7 +17,8 @@ from numpy.typing import NDArray
 
 from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
-from prexid.detectors.base import Stored
+from prexid.detectors.base import Floats, Stored
+from prexid.detectors.cooling import is_heat
 from prexid.detectors.fail_slow import is_work_rate
 from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
 from prexid.detectors.fleet_peers import Outside, PeerSketch
@@ -301,7 +302,24 @@ class Pipeline:
                 self.registry.entity_of[ids[behind]],
                 np.full(n, Family.FAIL_SLOW, dtype=np.uint8),
             )
+        if ev.cooling_p is not None:
+            self._ingest_cooling(ids, ts, values, ev.cooling_p)
         return alerts
+
+    def _ingest_cooling(
+        self, ids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64], p: Floats
+    ) -> None:
+        """The cooling detector's evidence, in its own family on the temperature's GPU: every watched
+        sample (p=1 marks the family present there, for the shared-cause shares), warmer ones voting."""
+        heat = self.bank.cooling.watches(ids)
+        if not heat.any():
+            return
+        n = int(heat.sum())
+        self.fusion.ingest(
+            Evidence(ids[heat], ts[heat], values[heat], p[heat], np.ones(n, dtype=bool)),
+            self.registry.entity_of[ids[heat]],
+            np.full(n, Family.COOLING, dtype=np.uint8),
+        )
 
     def expire(self, cutoff: float) -> NDArray[np.int64]:
         """Expire the series last seen before event time `cutoff` (`SeriesRegistry.expiring`) and reset
@@ -375,6 +393,7 @@ class Pipeline:
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
+        heat = np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
@@ -382,9 +401,11 @@ class Pipeline:
             node[i] = groups.node_of(ent.node)
             field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
+            heat[i] = is_heat(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node, field)
         self.bank.watch_work_rate(new[work_rate])
+        self.bank.watch_heat(new[heat], peer[heat])
         self._set_boot_time(new, boot)
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:

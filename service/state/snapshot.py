@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 17  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 18  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -42,7 +42,9 @@ VERSION = 17  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v15: the family calibration (episodes per level, family and surprise level; pending ones; shifts), and
 # fusion keeps the shifts and the hard-error path it applied at the last tick; v16: gauges gain the
 # trend detector (smoothed slope of deseasonalised 5-minute means, its noise and slope spread); v17:
-# fusion holds error counters' evidence per cell apart (`error_held`, the cluster vote reads it)
+# fusion holds error counters' evidence per cell apart (`error_held`, the cluster vote reads it); v18: the
+# cooling family (fusion and family-calibration arrays one column wider) and the bank's cooling detector
+# (GPU temperatures against their node's other GPUs: batch, usual offset, CUSUM, its tail)
 
 
 class SnapshotError(ValueError):

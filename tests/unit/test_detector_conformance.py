@@ -245,6 +245,16 @@ def _slope_appears(det: Detector) -> bool:
     return bool(p[3 * day : 3 * day + 96, 3].min() < 1e-6 and np.delete(p, 3, axis=1).min() > 1e-4)
 
 
+def _runs_warm(det: Detector) -> bool:
+    """An hour and a half to learn each GPU's offset, the whole node 20 C warmer with the load, then one
+    GPU creeping 6 C above its offset over 75 minutes."""
+    x = healthy(Kind.GAUGE, 900)
+    x[400:] += 20.0  # the job: every GPU at once
+    x[600:, 3] += np.linspace(0.0, 6.0, 300)
+    p = scores(det, x)
+    return bool(p[-1, 3] < 1e-6 and p[:600].min() > 1e-4 and np.delete(p, 3, axis=1).min() > 1e-4)
+
+
 PLANTED: dict[str, Callable[[Detector], bool]] = {
     "robust_deviation": _level_shift,
     "drift_cusum": _slow_creep,
@@ -258,6 +268,7 @@ PLANTED: dict[str, Callable[[Detector], bool]] = {
     "error_counter": _error_burst,
     "river_hst": _node_vector_breaks,
     "fail_slow": _falls_behind,
+    "cooling_drift": _runs_warm,
 }
 
 

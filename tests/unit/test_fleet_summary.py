@@ -7,16 +7,17 @@ import orjson
 import pytest
 
 from prexid.detectors.fleet_vote import Summary
+from prexid.detectors.signals import N_FAMILIES
 from prexid.service.pipeline.aggregator import Aggregator
 from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.fleet_summary import NodeRow, PartitionSummary, SummaryError
 from prexid.service.pipeline.pipeline import PipelineConfig
 
-ROW = ((1,) * 12, (0,) * 12)
+ROW = ((1,) * N_FAMILIES, (0,) * N_FAMILIES)
 
 
 def record(partition: int, tick: float, **extra: object) -> PartitionSummary:
-    counts = Summary(tick, ROW, ROW, ((2,) * 12, (1,) * 12))
+    counts = Summary(tick, ROW, ROW, ((2,) * N_FAMILIES, (1,) * N_FAMILIES))
     return PartitionSummary(partition, counts, **extra)  # type: ignore[arg-type]
 
 
@@ -83,3 +84,12 @@ def test_the_aggregator_stops_waiting_for_a_partition_past_lateness_and_counts_i
     for k in range(10, 12):  # its summaries for ticks already judged arrive at last
         send(1, 15.0 * k)
     assert agg.late == 2
+
+
+def test_a_summary_of_another_builds_families_is_refused_not_merged() -> None:
+    """A replica built with another family count (a rolling upgrade adding one) must not crash the
+    aggregator's merge: its summaries are refused, with the reason."""
+    old = ((1,) * (N_FAMILIES - 1), (0,) * (N_FAMILIES - 1))
+    raw = PartitionSummary(0, Summary(0.0, old, old, old)).to_bytes()
+    with pytest.raises(SummaryError, match="families"):
+        PartitionSummary.from_bytes(raw)
