@@ -107,9 +107,14 @@ class DetectorBank:
         if self.multivariate is not None:
             self.multivariate.set_nodes(ids, nodes)
 
-    def watch_work_rate(self, ids: Ids) -> None:
-        """Declare newly registered series that measure how fast a GPU works (fail-slow reads them)."""
-        self.fail_slow.watch(ids)
+    def watch_work_rate(self, ids: Ids, entities: Ids | None = None) -> None:
+        """Declare newly registered series that measure how fast a GPU works (fail-slow reads them),
+        each with its GPU's entity id (None: not paired with a temperature)."""
+        self.fail_slow.watch(ids, entities)
+
+    def watch_heat(self, ids: Ids, entities: Ids) -> None:
+        """Declare newly registered series that are a GPU's temperature, with its GPU's entity id."""
+        self.fail_slow.watch_heat(ids, entities)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         """Score a batch; one of distinct ids in another order is scored in id order, and answered in its own.

@@ -8,6 +8,14 @@ pace (`PaceSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
 
+A GPU behind its peers while it runs hotter than them is throttling for heat (a hot slot, a hot inlet,
+a poorly cooled part: at its slowdown temperature while its peers are not) and not counted: heat is the
+thermal family's evidence, judged against the GPU's own history, and a GPU that throttles in every busy
+period is its slot's fact, not a change in the GPU. Parts that degrade (a straggler, stalling firmware)
+do less work, draw less power and run cooler, so they still count. The GPU's temperature and its work
+rate are paired by their entity (`watch_heat`); a GPU without a temperature series is judged on its
+work rate alone.
+
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
 bank passes its own peer detector instead, which has already scored the same samples: fail-slow then
@@ -27,6 +35,7 @@ only reads its residuals, and the bank saves the peer detector.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from prexid.detectors.base import (
     Floats,
@@ -42,12 +51,26 @@ from prexid.detectors.base import (
 )
 from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation
-from prexid.detectors.signals import WORK_RATE_METRICS
+from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
 
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
     """Whether a series measures how fast a GPU works: the series fail-slow watches."""
     return gpu is not None and name in WORK_RATE_METRICS
+
+
+def is_heat(name: str, gpu: int | None) -> bool:
+    """Whether a series is a GPU's own temperature: what tells heat throttling from a degrading part."""
+    return gpu is not None and name in HEAT_METRICS
+
+
+def _grown(a: Ids, n: int) -> Ids:
+    """`a` (an id map, -1: none) long enough to hold index n-1."""
+    if n <= len(a):
+        return a
+    out = np.full(max(2 * len(a), n, 1024), -1, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
 
 
 class FailSlow:
@@ -63,6 +86,8 @@ class FailSlow:
         self.shortfall = shortfall
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
+        self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
+        self.heat = np.full(0, -1, dtype=np.int64)  # entity id -> its temperature series id, or -1
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = PaceSurprise(window_s=window_s)
@@ -71,19 +96,29 @@ class FailSlow:
         """Declare each series' peer group (-1: no peers), as `PeerDeviation.set_groups`."""
         self.peer.set_groups(ids, groups)
 
-    def watch(self, ids: Ids) -> None:
-        """Watch these series (a GPU's work rate: registration time, not per sample)."""
+    def watch(self, ids: Ids, entities: Ids | None = None) -> None:
+        """Watch these series (a GPU's work rate: registration time, not per sample), each of the GPU
+        `entities` (ids shared with its temperature series, `watch_heat`; None: no pairing)."""
         if not len(ids):
             return
-        if int(ids.max()) >= len(self.slot):
-            grown = np.full(max(2 * len(self.slot), int(ids.max()) + 1, 1024), -1, dtype=np.int32)
-            grown[: len(self.slot)] = self.slot
-            self.slot = grown
-        new = np.unique(ids[self.slot[ids] < 0])
+        ents = np.full(len(ids), -1, dtype=np.int64) if entities is None else entities.astype(np.int64)
+        self.slot = _grown(self.slot, int(ids.max()) + 1)
+        new, first = np.unique(ids[self.slot[ids] < 0], return_index=True)
+        new_ents = ents[self.slot[ids] < 0][first]
         reuse = min(len(new), len(self._free))
         reused = np.array([self._free.pop() for _ in range(reuse)], dtype=np.int64)
         self.slot[new] = np.r_[reused, len(self.behind) + np.arange(len(new) - reuse)]
         self.behind = np.r_[self.behind, np.zeros(len(new) - reuse)]
+        self.entity = np.r_[self.entity, np.full(len(new) - reuse, -1, dtype=np.int64)]
+        self.entity[self.slot[new]] = new_ents
+
+    def watch_heat(self, ids: Ids, entities: Ids) -> None:
+        """These series are the temperatures of GPU `entities` (registration time): a GPU behind while
+        hotter than its peers is throttling for heat, not counted."""
+        if not len(ids):
+            return
+        self.heat = _grown(self.heat, int(entities.max()) + 1)
+        self.heat[entities] = ids
 
     def forget(self, ids: Ids) -> None:
         """Unwatch these series: their rows (counter and its judge) reset and kept for the next watched;
@@ -93,6 +128,8 @@ class FailSlow:
         gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
         self.behind[gone] = 0.0
+        self.entity[gone] = -1
+        self.heat[np.isin(self.heat, ids)] = -1
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
         if self.owns_peer:
@@ -132,9 +169,28 @@ class FailSlow:
         watched = slot[sel].astype(np.int64)
         with np.errstate(invalid="ignore"):
             late = self.peer.shortfall(ids[sel]) <= -self.shortfall
+        if late.any():
+            late &= ~self._hot(watched, ts[sel])
         np.add.at(self.behind, watched, late)
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
+
+    def _hot(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+        """Whether each watched row's GPU reads hotter than its peers now (its temperature's fresh
+        residual against their median above zero): throttling for heat."""
+        ent = self.entity[watched]
+        paired = (ent >= 0) & (ent < len(self.heat))
+        if not paired.any():
+            return np.zeros(len(watched), dtype=bool)
+        heat = np.where(paired, self.heat[np.where(paired, ent, 0)], -1)
+        has = heat >= 0
+        if not has.any():
+            return np.zeros(len(watched), dtype=bool)
+        hid = np.where(has, heat, 0)
+        resid = self.peer.shortfall(hid)
+        fresh = self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s
+        with np.errstate(invalid="ignore"):
+            return np.asarray(has & fresh & (resid > 0.0))
 
     def baseline(self, ids: Ids) -> Floats:
         """No reading is expected of its own: the evidence is a count of scrapes behind the peers."""
@@ -143,21 +199,28 @@ class FailSlow:
     def bytes_per_series(self) -> int:
         """State bytes one more watched series costs: its slot, its counter and the counter's judge, and
         the peer detector's state when that is fail-slow's own."""
-        own = self.slot.itemsize + self.behind.itemsize + self.events.bytes_per_series()
+        own = self.slot.itemsize + self.behind.itemsize + self.entity.itemsize + self.heat.itemsize
+        own += self.events.bytes_per_series()
         return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
 
     def snapshot(self) -> Packed:
-        """Slots, counters and their judge; then the peer detector, when it is fail-slow's own."""
+        """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
+        fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        return pack_blobs(array_pieces(self.slot), array_pieces(self.behind), self.events.snapshot(), *peer)
+        pairs = (array_pieces(self.entity), array_pieces(self.heat))
+        return pack_blobs(
+            array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
+        )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, events, *peer = unpack_blobs(data)
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
         self.slot = load_array(slot).astype(np.int32, copy=False)
         self.behind = load_array(behind).astype(np.float64, copy=False)
+        self.entity = load_array(entity).astype(np.int64, copy=False)
+        self.heat = load_array(heat).astype(np.int64, copy=False)
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]

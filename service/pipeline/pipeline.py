@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Stored
-from prexid.detectors.fail_slow import is_work_rate
+from prexid.detectors.fail_slow import is_heat, is_work_rate
 from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
 from prexid.detectors.fleet_peers import Outside, PeerSketch
 from prexid.detectors.fleet_vote import Summary, Verdict
@@ -369,12 +369,13 @@ class Pipeline:
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
-        watches them) or a node's boot time (reboots): registration time, not per sample, one decode of
-        each series' key."""
+        watches them), a GPU's temperature (tells fail-slow heat throttling from a degrading part) or a
+        node's boot time (reboots): registration time, not per sample, one decode of each series' key."""
         reg, groups = self.registry, self.peer_groups
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
+        heat = np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
@@ -382,9 +383,12 @@ class Pipeline:
             node[i] = groups.node_of(ent.node)
             field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
+            heat[i] = is_heat(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node, field)
-        self.bank.watch_work_rate(new[work_rate])
+        entity = reg.entity_of[new].astype(np.int64)
+        self.bank.watch_work_rate(new[work_rate], entity[work_rate])
+        self.bank.watch_heat(new[heat], entity[heat])
         self._set_boot_time(new, boot)
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:

@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 16  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 17  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -41,7 +41,8 @@ VERSION = 16  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # remember a repeated reading, error counters' fleet prior keeps the exposure it pooled (its warm-up);
 # v15: the family calibration (episodes per level, family and surprise level; pending ones; shifts), and
 # fusion keeps the shifts and the hard-error path it applied at the last tick; v16: gauges gain the
-# trend detector (smoothed slope of deseasonalised 5-minute means, its noise and slope spread)
+# trend detector (smoothed slope of deseasonalised 5-minute means, its noise and slope spread); v17:
+# fail-slow pairs each GPU's work rate with its temperature (entity per watched row, heat per entity)
 
 
 class SnapshotError(ValueError):
