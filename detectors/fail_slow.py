@@ -8,13 +8,18 @@ pace (`PaceSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
 
-A GPU behind its peers while it runs hotter than them is throttling for heat (a hot slot, a hot inlet,
-a poorly cooled part: at its slowdown temperature while its peers are not) and not counted: heat is the
-thermal family's evidence, judged against the GPU's own history, and a GPU that throttles in every busy
-period is its slot's fact, not a change in the GPU. Parts that degrade (a straggler, stalling firmware)
-do less work, draw less power and run cooler, so they still count. The GPU's temperature and its work
-rate are paired by their entity (`watch_heat`); a GPU without a temperature series is judged on its
-work rate alone.
+Not every GPU behind its peers is degrading. One that runs hotter than them (`heat_margin_c` above their
+median temperature) is throttling for heat: a hot slot, a hot inlet, a poorly cooled part at its
+slowdown temperature while its peers are not, again in every busy period. That is its slot's fact, not a
+change in the GPU, and its scrapes behind are not counted while its heat is usual for it: no more than
+`new_heat_c` above its own long-run gap to its peers (an average over `heat_memory_s`, seeded with the
+first gap seen). Heat that is new (failing cooling: a fan, a clogged cold plate) does count: the GPU
+changed. Parts that degrade on their own (a straggler, stalling firmware) do less work, draw less power
+and run no hotter than their peers, so they count as before. A GPU's work rate and its temperature are
+paired by their entity (`watch_heat`); a GPU without a temperature series is judged on its work rate
+alone. Temperatures are in degrees C as DCGM reports them; the gap is read back from the peer
+detector's relative residual (x r / (1 + r): the peers' median, not their spread, sets a temperature's
+scale).
 
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
@@ -79,15 +84,24 @@ class FailSlow:
     name = "fail_slow"
 
     def __init__(
-        self, peer: PeerDeviation | None = None, shortfall: float = 0.1, window_s: float = 1800.0
+        self,
+        peer: PeerDeviation | None = None,
+        shortfall: float = 0.1,
+        window_s: float = 1800.0,
+        heat_margin_c: float = 2.0,
+        new_heat_c: float = 4.0,
+        heat_memory_s: float = 6 * 3600.0,
     ) -> None:
         self.owns_peer = peer is None  # fed and saved here; else its owner feeds it first and saves it
         self.peer = PeerDeviation() if peer is None else peer
         self.shortfall = shortfall
+        self.heat_margin_c, self.new_heat_c, self.heat_memory_s = heat_margin_c, new_heat_c, heat_memory_s
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
         self.heat = np.full(0, -1, dtype=np.int64)  # entity id -> its temperature series id, or -1
+        self.gap = np.zeros(0)  # per watched series: its GPU's usual heat over its peers (C; NaN: unseen)
+        self.gap_ts = np.zeros(0)  # ... and when it was last learned
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = PaceSurprise(window_s=window_s)
@@ -110,7 +124,10 @@ class FailSlow:
         self.slot[new] = np.r_[reused, len(self.behind) + np.arange(len(new) - reuse)]
         self.behind = np.r_[self.behind, np.zeros(len(new) - reuse)]
         self.entity = np.r_[self.entity, np.full(len(new) - reuse, -1, dtype=np.int64)]
-        self.entity[self.slot[new]] = new_ents
+        self.gap = np.r_[self.gap, np.full(len(new) - reuse, np.nan)]
+        self.gap_ts = np.r_[self.gap_ts, np.full(len(new) - reuse, -np.inf)]
+        rows_ = self.slot[new]
+        self.entity[rows_], self.gap[rows_], self.gap_ts[rows_] = new_ents, np.nan, -np.inf
 
     def watch_heat(self, ids: Ids, entities: Ids) -> None:
         """These series are the temperatures of GPU `entities` (registration time): a GPU behind while
@@ -128,7 +145,7 @@ class FailSlow:
         gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
         self.behind[gone] = 0.0
-        self.entity[gone] = -1
+        self.entity[gone], self.gap[gone], self.gap_ts[gone] = -1, np.nan, -np.inf
         self.heat[np.isin(self.heat, ids)] = -1
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
@@ -169,28 +186,37 @@ class FailSlow:
         watched = slot[sel].astype(np.int64)
         with np.errstate(invalid="ignore"):
             late = self.peer.shortfall(ids[sel]) <= -self.shortfall
-        if late.any():
-            late &= ~self._hot(watched, ts[sel])
+        late &= ~self._usual_heat(watched, ts[sel])
         np.add.at(self.behind, watched, late)
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
-    def _hot(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
-        """Whether each watched row's GPU reads hotter than its peers now (its temperature's fresh
-        residual against their median above zero): throttling for heat."""
+    def _usual_heat(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+        """Whether each watched row's GPU reads hotter than its peers now by its usual margin (throttling
+        for heat, as it does); and learn each GPU's usual gap to its peers."""
+        no = np.zeros(len(watched), dtype=bool)
         ent = self.entity[watched]
         paired = (ent >= 0) & (ent < len(self.heat))
         if not paired.any():
-            return np.zeros(len(watched), dtype=bool)
+            return no
         heat = np.where(paired, self.heat[np.where(paired, ent, 0)], -1)
-        has = heat >= 0
-        if not has.any():
-            return np.zeros(len(watched), dtype=bool)
-        hid = np.where(has, heat, 0)
-        resid = self.peer.shortfall(hid)
-        fresh = self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s
-        with np.errstate(invalid="ignore"):
-            return np.asarray(has & fresh & (resid > 0.0))
+        hid = np.where(heat >= 0, heat, 0)
+        r, temp = self.peer.shortfall(hid), self.peer.state.read("last", hid)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
+            gap = np.where(fresh, temp * r / (1.0 + r), np.nan)  # C above the peers' median
+            seen = np.isfinite(gap)
+            if not seen.any():
+                return no
+            usual = self.gap[watched]
+            hot = seen & (gap >= self.heat_margin_c) & ~(gap > usual + self.new_heat_c)
+            learn = np.flatnonzero(seen)
+            rows_, last = watched[learn], self.gap_ts[watched[learn]]
+            keep = np.exp2(-np.maximum(ts[learn] - last, 0.0) / self.heat_memory_s)
+            was = usual[learn]
+            self.gap[rows_] = np.where(np.isfinite(was), was * keep + gap[learn] * (1.0 - keep), gap[learn])
+            self.gap_ts[rows_] = ts[learn]
+        return np.asarray(hot)
 
     def baseline(self, ids: Ids) -> Floats:
         """No reading is expected of its own: the evidence is a count of scrapes behind the peers."""
@@ -200,6 +226,7 @@ class FailSlow:
         """State bytes one more watched series costs: its slot, its counter and the counter's judge, and
         the peer detector's state when that is fail-slow's own."""
         own = self.slot.itemsize + self.behind.itemsize + self.entity.itemsize + self.heat.itemsize
+        own += self.gap.itemsize + self.gap_ts.itemsize
         own += self.events.bytes_per_series()
         return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
 
@@ -207,13 +234,13 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        pairs = (array_pieces(self.entity), array_pieces(self.heat))
+        pairs = tuple(array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts))
         return pack_blobs(
             array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
         )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, entity, heat, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, gap, gap_ts, events, *peer = unpack_blobs(data)
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
@@ -221,6 +248,8 @@ class FailSlow:
         self.behind = load_array(behind).astype(np.float64, copy=False)
         self.entity = load_array(entity).astype(np.int64, copy=False)
         self.heat = load_array(heat).astype(np.int64, copy=False)
+        self.gap = load_array(gap).astype(np.float64, copy=False)
+        self.gap_ts = load_array(gap_ts).astype(np.float64, copy=False)
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
