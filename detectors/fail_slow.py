@@ -12,14 +12,14 @@ Not every GPU behind its peers is degrading. One that runs hotter than them (`he
 median temperature) is throttling for heat: a hot slot, a hot inlet, a poorly cooled part at its
 slowdown temperature while its peers are not, again in every busy period. That is its slot's fact, not a
 change in the GPU, and its scrapes behind are not counted while its heat is usual for it: no more than
-`new_heat_c` above its own long-run gap to its peers (an average over `heat_memory_s`, seeded with the
-first gap seen). Heat that is new (failing cooling: a fan, a clogged cold plate) does count: the GPU
-changed. Parts that degrade on their own (a straggler, stalling firmware) do less work, draw less power
-and run no hotter than their peers, so they count as before. A GPU's work rate and its temperature are
-paired by their entity (`watch_heat`); a GPU without a temperature series is judged on its work rate
-alone. Temperatures are in degrees C as DCGM reports them; the gap is read back from the peer
-detector's relative residual (x r / (1 + r): the peers' median, not their spread, sets a temperature's
-scale).
+`new_heat_c` above its own long-run gap to its peers (an exponential average over `heat_memory_s`, the
+plain mean of all it has seen until that much time has passed). Heat that is new (failing cooling: a
+fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on their own (a straggler,
+stalling firmware) do less work, draw less power and run no hotter than their peers, so they count as
+before. A GPU's work rate and its temperature are paired by their entity (`watch_heat`); a GPU without
+a temperature series is judged on its work rate alone. Temperatures are in degrees C as DCGM reports
+them; the gap is read back from the peer detector's relative residual (x r / (1 + r): the peers'
+median, not their spread, sets a temperature's scale).
 
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
@@ -89,7 +89,7 @@ class FailSlow:
         shortfall: float = 0.1,
         window_s: float = 1800.0,
         heat_margin_c: float = 2.0,
-        new_heat_c: float = 4.0,
+        new_heat_c: float = 5.0,
         heat_memory_s: float = 6 * 3600.0,
     ) -> None:
         self.owns_peer = peer is None  # fed and saved here; else its owner feeds it first and saves it
@@ -101,7 +101,8 @@ class FailSlow:
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
         self.heat = np.full(0, -1, dtype=np.int64)  # entity id -> its temperature series id, or -1
         self.gap = np.zeros(0)  # per watched series: its GPU's usual heat over its peers (C; NaN: unseen)
-        self.gap_ts = np.zeros(0)  # ... and when it was last learned
+        self.gap_ts = np.zeros(0)  # ... when it was last learned
+        self.gap_from = np.zeros(0)  # ... and first (until `heat_memory_s` has passed: a plain mean)
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = PaceSurprise(window_s=window_s)
@@ -126,8 +127,10 @@ class FailSlow:
         self.entity = np.r_[self.entity, np.full(len(new) - reuse, -1, dtype=np.int64)]
         self.gap = np.r_[self.gap, np.full(len(new) - reuse, np.nan)]
         self.gap_ts = np.r_[self.gap_ts, np.full(len(new) - reuse, -np.inf)]
+        self.gap_from = np.r_[self.gap_from, np.full(len(new) - reuse, np.inf)]
         rows_ = self.slot[new]
-        self.entity[rows_], self.gap[rows_], self.gap_ts[rows_] = new_ents, np.nan, -np.inf
+        self.entity[rows_], self.gap[rows_] = new_ents, np.nan
+        self.gap_ts[rows_], self.gap_from[rows_] = -np.inf, np.inf
 
     def watch_heat(self, ids: Ids, entities: Ids) -> None:
         """These series are the temperatures of GPU `entities` (registration time): a GPU behind while
@@ -145,7 +148,12 @@ class FailSlow:
         gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
         self.behind[gone] = 0.0
-        self.entity[gone], self.gap[gone], self.gap_ts[gone] = -1, np.nan, -np.inf
+        self.entity[gone], self.gap[gone], self.gap_ts[gone], self.gap_from[gone] = (
+            -1,
+            np.nan,
+            -np.inf,
+            np.inf,
+        )
         self.heat[np.isin(self.heat, ids)] = -1
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
@@ -210,13 +218,21 @@ class FailSlow:
                 return no
             usual = self.gap[watched]
             hot = seen & (gap >= self.heat_margin_c) & ~(gap > usual + self.new_heat_c)
-            learn = np.flatnonzero(seen)
-            rows_, last = watched[learn], self.gap_ts[watched[learn]]
-            keep = np.exp2(-np.maximum(ts[learn] - last, 0.0) / self.heat_memory_s)
-            was = usual[learn]
-            self.gap[rows_] = np.where(np.isfinite(was), was * keep + gap[learn] * (1.0 - keep), gap[learn])
-            self.gap_ts[rows_] = ts[learn]
+            self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
+
+    def _learn_gap(self, rows_: Ids, ts: Floats, gap: Floats) -> None:
+        """Each GPU's usual gap to its peers: the plain mean of its gaps until `heat_memory_s` has passed
+        since the first (a cold start learns from all it has seen, not from its first scrape), then an
+        exponential average with that half-life."""
+        start = np.minimum(self.gap_from[rows_], ts)
+        dt = np.maximum(ts - self.gap_ts[rows_], 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_w = np.where(ts > start, dt / (ts - start + dt), 1.0)
+        w = np.clip(np.maximum(mean_w, 1.0 - np.exp2(-dt / self.heat_memory_s)), 0.0, 1.0)
+        was = self.gap[rows_]
+        self.gap[rows_] = np.where(np.isfinite(was), was + (gap - was) * w, gap)
+        self.gap_ts[rows_], self.gap_from[rows_] = ts, start
 
     def baseline(self, ids: Ids) -> Floats:
         """No reading is expected of its own: the evidence is a count of scrapes behind the peers."""
@@ -226,7 +242,7 @@ class FailSlow:
         """State bytes one more watched series costs: its slot, its counter and the counter's judge, and
         the peer detector's state when that is fail-slow's own."""
         own = self.slot.itemsize + self.behind.itemsize + self.entity.itemsize + self.heat.itemsize
-        own += self.gap.itemsize + self.gap_ts.itemsize
+        own += self.gap.itemsize + self.gap_ts.itemsize + self.gap_from.itemsize
         own += self.events.bytes_per_series()
         return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
 
@@ -234,13 +250,13 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        pairs = tuple(array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts))
+        pairs = tuple(array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts, self.gap_from))
         return pack_blobs(
             array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
         )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, entity, heat, gap, gap_ts, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, gap, gap_ts, gap_from, events, *peer = unpack_blobs(data)
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
@@ -250,6 +266,7 @@ class FailSlow:
         self.heat = load_array(heat).astype(np.int64, copy=False)
         self.gap = load_array(gap).astype(np.float64, copy=False)
         self.gap_ts = load_array(gap_ts).astype(np.float64, copy=False)
+        self.gap_from = load_array(gap_from).astype(np.float64, copy=False)
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
