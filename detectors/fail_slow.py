@@ -11,9 +11,12 @@ and does not fade as an own-history detector would once the slow level became th
 Not every GPU behind its peers is degrading. One that runs hotter than them (`heat_margin_c` above their
 median temperature) is throttling for heat: a hot slot, a hot inlet, a poorly cooled part at its
 slowdown temperature while its peers are not, again in every busy period. That is its slot's fact, not a
-change in the GPU, and its scrapes behind are not counted while its heat is usual for it: no more than
-`new_heat_c` above its own long-run gap to its peers (an exponential average over `heat_memory_s`, the
-plain mean of all it has seen until that much time has passed). Heat that is new (failing cooling: a
+change in the GPU, and its scrapes behind are not counted while its heat is usual: no more than
+`new_heat_c` above both its own long-run gap to its peers (an exponential average over `heat_memory_s`,
+the plain mean of all it has seen until that much time has passed) and the gap its fleet's hot GPUs
+run at now (the `fleet_quantile` of every watched GPU's gap: a fleet at a hot inlet, or with strong
+thermal coupling, has many GPUs far above their peers while busy, and a GPU's first busy period must
+not read as new heat because its own history held only idle hours). Heat that is new (failing cooling: a
 fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on their own (a straggler,
 stalling firmware) do less work, draw less power and run no hotter than their peers, so they count as
 before. A GPU's work rate and its temperature are paired by their entity (`watch_heat`); a GPU without
@@ -58,6 +61,8 @@ from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
 
+_FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
+
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
     """Whether a series measures how fast a GPU works: the series fail-slow watches."""
@@ -91,11 +96,14 @@ class FailSlow:
         heat_margin_c: float = 2.0,
         new_heat_c: float = 5.0,
         heat_memory_s: float = 6 * 3600.0,
+        fleet_quantile: float = 0.9,
     ) -> None:
         self.owns_peer = peer is None  # fed and saved here; else its owner feeds it first and saves it
         self.peer = PeerDeviation() if peer is None else peer
         self.shortfall = shortfall
         self.heat_margin_c, self.new_heat_c, self.heat_memory_s = heat_margin_c, new_heat_c, heat_memory_s
+        self.fleet_quantile = fleet_quantile
+        self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # derived from the state: not saved
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
@@ -200,26 +208,43 @@ class FailSlow:
         return p
 
     def _usual_heat(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
-        """Whether each watched row's GPU reads hotter than its peers now by its usual margin (throttling
-        for heat, as it does); and learn each GPU's usual gap to its peers."""
-        no = np.zeros(len(watched), dtype=bool)
+        """Whether each watched row's GPU reads hotter than its peers now, by no more than is usual for
+        it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap."""
+        gap = self._gaps(watched, ts)
+        seen = np.isfinite(gap)
+        if not seen.any():
+            return np.zeros(len(watched), dtype=bool)
+        self._fleet_heat(float(ts.max()))
+        with np.errstate(invalid="ignore"):
+            usual = np.fmax(self.gap[watched], self._fleet_gap)
+            hot = seen & (gap >= self.heat_margin_c) & ~(gap > usual + self.new_heat_c)
+        self._learn_gap(watched[seen], ts[seen], gap[seen])
+        return np.asarray(hot)
+
+    def _gaps(self, watched: Ids, ts: Floats) -> Floats:
+        """Degrees C each watched row's GPU reads above its peers' median temperature (NaN: no fresh
+        temperature of its own)."""
         ent = self.entity[watched]
         paired = (ent >= 0) & (ent < len(self.heat))
         if not paired.any():
-            return no
+            return np.full(len(watched), np.nan)
         heat = np.where(paired, self.heat[np.where(paired, ent, 0)], -1)
         hid = np.where(heat >= 0, heat, 0)
         r, temp = self.peer.shortfall(hid), self.peer.state.read("last", hid)
         with np.errstate(invalid="ignore", divide="ignore"):
             fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
-            gap = np.where(fresh, temp * r / (1.0 + r), np.nan)  # C above the peers' median
-            seen = np.isfinite(gap)
-            if not seen.any():
-                return no
-            usual = self.gap[watched]
-            hot = seen & (gap >= self.heat_margin_c) & ~(gap > usual + self.new_heat_c)
-            self._learn_gap(watched[seen], ts[seen], gap[seen])
-        return np.asarray(hot)
+            return np.where(fresh, temp * r / (1.0 + r), np.nan)
+
+    def _fleet_heat(self, now: float) -> None:
+        """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap),
+        refreshed once a minute of event time."""
+        if now - self._fleet_ts < _FLEET_EVERY_S:
+            return
+        rows_ = np.flatnonzero(self.entity >= 0)
+        gaps = self._gaps(rows_, np.full(len(rows_), now))
+        gaps = gaps[np.isfinite(gaps)]
+        self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan
+        self._fleet_ts = now
 
     def _learn_gap(self, rows_: Ids, ts: Floats, gap: Floats) -> None:
         """Each GPU's usual gap to its peers: the plain mean of its gaps until `heat_memory_s` has passed
@@ -270,6 +295,7 @@ class FailSlow:
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
+        self._fleet_gap, self._fleet_ts = np.nan, -np.inf
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])
