@@ -198,3 +198,19 @@ def test_fail_slow_keeps_its_pairing_through_a_snapshot_and_drops_a_forgotten_te
     restored.forget(ids[GPUS + 5 : GPUS + 6])  # its temperature series expired: judged on its clock
     restored_peer.forget(ids[GPUS + 5 : GPUS + 6])
     assert feed(restored_peer, restored, ids, 5.0, t0=110)[:, 5].min() < 1e-8
+
+
+def test_fail_slow_counts_heat_that_is_new_for_the_gpu_failing_cooling() -> None:
+    """A GPU at its peers' temperature for an hour, then 15 C above them and behind: its cooling failed
+    (the GPU changed), unlike a slot that always ran hot."""
+    peer, fs, ids = paired(0.0)
+    rng, out = np.random.default_rng(4), []
+    for t in range(400):
+        x = np.r_[1965.0 + rng.normal(0, 4.0, GPUS), 80.0 + rng.normal(0, 0.3, GPUS)]
+        if t >= 300:
+            x[5] *= 0.8
+            x[GPUS + 5] += 15.0
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    assert np.array(out)[:, 5].min() < 1e-8
