@@ -42,6 +42,8 @@ only reads its residuals, and the bank saves the peer detector.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -61,6 +63,7 @@ from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
 
+IntT = TypeVar("IntT", np.int32, np.int64)
 _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
 
 
@@ -74,7 +77,7 @@ def is_heat(name: str, gpu: int | None) -> bool:
     return gpu is not None and name in HEAT_METRICS
 
 
-def _grown(a: Ids, n: int) -> Ids:
+def _grown(a: NDArray[IntT], n: int) -> NDArray[IntT]:
     """`a` (an id map, -1: none) long enough to hold index n-1."""
     if n <= len(a):
         return a
