@@ -106,7 +106,7 @@ class FailSlow:
         self.shortfall = shortfall
         self.heat_margin_c, self.new_heat_c, self.heat_memory_s = heat_margin_c, new_heat_c, heat_memory_s
         self.fleet_quantile = fleet_quantile
-        self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # derived from the state: not saved
+        self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
@@ -278,13 +278,16 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        pairs = tuple(array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts, self.gap_from))
+        fleet = np.array([self._fleet_gap, self._fleet_ts])
+        pairs = tuple(
+            array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts, self.gap_from, fleet)
+        )
         return pack_blobs(
             array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
         )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, entity, heat, gap, gap_ts, gap_from, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, gap, gap_ts, gap_from, fleet, events, *peer = unpack_blobs(data)
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
@@ -298,7 +301,7 @@ class FailSlow:
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
-        self._fleet_gap, self._fleet_ts = np.nan, -np.inf
+        self._fleet_gap, self._fleet_ts = (float(v) for v in load_array(fleet))
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])
