@@ -97,7 +97,7 @@ class FailSlow:
         shortfall: float = 0.1,
         window_s: float = 1800.0,
         heat_margin_c: float = 2.0,
-        new_heat_c: float = 5.0,
+        new_heat_c: float = 8.0,
         heat_memory_s: float = 6 * 3600.0,
         fleet_quantile: float = 0.9,
     ) -> None:
