@@ -152,19 +152,16 @@ class FailSlow:
         self.heat[entities] = ids
 
     def forget(self, ids: Ids) -> None:
-        """Unwatch these series: their rows (counter and its judge) reset and kept for the next watched;
+        """Unwatch these series: their rows (counter, its judge, GPU and usual heat) reset and kept for the
+        next watched, a temperature series unpaired;
         the peer detector forgets them itself when it is not fail-slow's own."""
         ids = ids[ids < len(self.slot)]
         slots = self.slot[ids]
         gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
         self.behind[gone] = 0.0
-        self.entity[gone], self.gap[gone], self.gap_ts[gone], self.gap_from[gone] = (
-            -1,
-            np.nan,
-            -np.inf,
-            np.inf,
-        )
+        self.entity[gone], self.gap[gone] = -1, np.nan
+        self.gap_ts[gone], self.gap_from[gone] = -np.inf, np.inf
         self.heat[np.isin(self.heat, ids)] = -1
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored

@@ -43,6 +43,7 @@ VERSION = 17  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # fusion keeps the shifts and the hard-error path it applied at the last tick; v16: gauges gain the
 # trend detector (smoothed slope of deseasonalised 5-minute means, its noise and slope spread); v17:
 # fail-slow pairs each GPU's work rate with its temperature (entity per watched row, heat per entity)
+# and keeps each GPU's usual heat over its peers (gap, last and first learned) and the fleet's hot gap
 
 
 class SnapshotError(ValueError):
