@@ -153,8 +153,11 @@ class FailSlow:
 
     def forget(self, ids: Ids) -> None:
         """Unwatch these series: their rows (counter, its judge, GPU and usual heat) reset and kept for the
-        next watched, a temperature series unpaired;
-        the peer detector forgets them itself when it is not fail-slow's own."""
+        next watched, and a temperature among them unpaired; the peer detector forgets them itself when
+        it is not fail-slow's own."""
+        self.heat[np.isin(self.heat, ids)] = -1  # any id: temperatures are not watched, not in `slot`
+        if self.owns_peer:
+            self.peer.forget(ids)
         ids = ids[ids < len(self.slot)]
         slots = self.slot[ids]
         gone = slots[slots >= 0].astype(np.int64)
@@ -162,11 +165,8 @@ class FailSlow:
         self.behind[gone] = 0.0
         self.entity[gone], self.gap[gone] = -1, np.nan
         self.gap_ts[gone], self.gap_from[gone] = -np.inf, np.inf
-        self.heat[np.isin(self.heat, ids)] = -1
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
-        if self.owns_peer:
-            self.peer.forget(ids)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         """p of each sample of a watched series (1 elsewhere and on scrapes not behind).

@@ -214,3 +214,14 @@ def test_fail_slow_counts_heat_that_is_new_for_the_gpu_failing_cooling() -> None
         peer.update(ids, ts, x)
         out.append(fs.update(ids, ts, x))
     assert np.array(out)[:, 5].min() < 1e-8
+
+
+def test_forgetting_a_temperature_registered_after_every_clock_unpairs_its_gpu() -> None:
+    """Temperatures are not watched series, so their ids may lie beyond the clocks' slot map."""
+    peer = PeerDeviation()
+    fs = FailSlow(peer)
+    clocks, temps = np.arange(GPUS, dtype=np.int64), 5000 + np.arange(GPUS, dtype=np.int64)
+    fs.watch(clocks, clocks)
+    fs.watch_heat(temps, clocks)
+    fs.forget(temps[5:6])
+    assert fs.heat[5] == -1 and (fs.heat[:GPUS] >= 0).sum() == GPUS - 1
