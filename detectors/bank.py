@@ -110,14 +110,17 @@ class DetectorBank:
         if self.multivariate is not None:
             self.multivariate.set_nodes(ids, nodes)
 
-    def watch_work_rate(self, ids: Ids) -> None:
-        """Declare newly registered series that measure how fast a GPU works (fail-slow reads them)."""
-        self.fail_slow.watch(ids)
+    def watch_work_rate(self, ids: Ids, entities: Ids | None = None) -> None:
+        """Declare newly registered series that measure how fast a GPU works (fail-slow reads them),
+        each with its GPU's entity id (None: not paired with a temperature)."""
+        self.fail_slow.watch(ids, entities)
 
-    def watch_heat(self, ids: Ids, peer_groups: Ids) -> None:
-        """Declare newly registered GPU temperatures and their peer groups (the cooling detector's)."""
+    def watch_heat(self, ids: Ids, peer_groups: Ids, entities: Ids) -> None:
+        """Declare newly registered GPU temperatures: the cooling detector judges each against its peer
+        group; fail-slow pairs each with its GPU's work rate by entity id (heat throttling)."""
         self.cooling.set_groups(ids, peer_groups)
         self.cooling.watch(ids)
+        self.fail_slow.watch_heat(ids, entities)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:
         """Score a batch; one of distinct ids in another order is scored in id order, and answered in its own.

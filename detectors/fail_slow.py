@@ -8,6 +8,22 @@ pace (`PaceSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
 
+Not every GPU behind its peers is degrading. One that runs hotter than them (`heat_margin_c` above their
+median temperature) is throttling for heat: a hot slot, a hot inlet, a poorly cooled part at its
+slowdown temperature while its peers are not, again in every busy period. That is its slot's fact, not a
+change in the GPU, and its scrapes behind are not counted while its heat is usual: no more than
+`new_heat_c` above both its own long-run gap to its peers (an exponential average over `heat_memory_s`,
+the plain mean of all it has seen until that much time has passed) and the gap its fleet's hot GPUs
+run at now (the `fleet_quantile` of every watched GPU's gap: a fleet at a hot inlet, or with strong
+thermal coupling, has many GPUs far above their peers while busy, and a GPU's first busy period must
+not read as new heat because its own history held only idle hours). Heat that is new (failing cooling: a
+fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on their own (a straggler,
+stalling firmware) do less work, draw less power and run no hotter than their peers, so they count as
+before. A GPU's work rate and its temperature are paired by their entity (`watch_heat`); a GPU without
+a temperature series is judged on its work rate alone. Temperatures are in degrees C as DCGM reports
+them; the gap is read back from the peer detector's relative residual (x r / (1 + r): the peers'
+median, not their spread, sets a temperature's scale).
+
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
 bank passes its own peer detector instead, which has already scored the same samples: fail-slow then
@@ -26,7 +42,10 @@ only reads its residuals, and the bank saves the peer detector.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
+from numpy.typing import NDArray
 
 from prexid.detectors.base import (
     Floats,
@@ -44,10 +63,22 @@ from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation
 from prexid.detectors.signals import WORK_RATE_METRICS
 
+IntT = TypeVar("IntT", np.int32, np.int64)
+_FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
+
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
     """Whether a series measures how fast a GPU works: the series fail-slow watches."""
     return gpu is not None and name in WORK_RATE_METRICS
+
+
+def _grown(a: NDArray[IntT], n: int) -> NDArray[IntT]:
+    """`a` (an id map, -1: none) long enough to hold index n-1."""
+    if n <= len(a):
+        return a
+    out = np.full(max(2 * len(a), n, 1024), -1, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
 
 
 class FailSlow:
@@ -56,13 +87,28 @@ class FailSlow:
     name = "fail_slow"
 
     def __init__(
-        self, peer: PeerDeviation | None = None, shortfall: float = 0.1, window_s: float = 1800.0
+        self,
+        peer: PeerDeviation | None = None,
+        shortfall: float = 0.1,
+        window_s: float = 1800.0,
+        heat_margin_c: float = 2.0,
+        new_heat_c: float = 8.0,
+        heat_memory_s: float = 6 * 3600.0,
+        fleet_quantile: float = 0.9,
     ) -> None:
         self.owns_peer = peer is None  # fed and saved here; else its owner feeds it first and saves it
         self.peer = PeerDeviation() if peer is None else peer
         self.shortfall = shortfall
+        self.heat_margin_c, self.new_heat_c, self.heat_memory_s = heat_margin_c, new_heat_c, heat_memory_s
+        self.fleet_quantile = fleet_quantile
+        self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
+        self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
+        self.heat = np.full(0, -1, dtype=np.int64)  # entity id -> its temperature series id, or -1
+        self.gap = np.zeros(0)  # per watched series: its GPU's usual heat over its peers (C; NaN: unseen)
+        self.gap_ts = np.zeros(0)  # ... when it was last learned
+        self.gap_from = np.zeros(0)  # ... and first (until `heat_memory_s` has passed: a plain mean)
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = PaceSurprise(window_s=window_s)
@@ -71,32 +117,51 @@ class FailSlow:
         """Declare each series' peer group (-1: no peers), as `PeerDeviation.set_groups`."""
         self.peer.set_groups(ids, groups)
 
-    def watch(self, ids: Ids) -> None:
-        """Watch these series (a GPU's work rate: registration time, not per sample)."""
+    def watch(self, ids: Ids, entities: Ids | None = None) -> None:
+        """Watch these series (a GPU's work rate: registration time, not per sample), each of the GPU
+        `entities` (ids shared with its temperature series, `watch_heat`; None: no pairing)."""
         if not len(ids):
             return
-        if int(ids.max()) >= len(self.slot):
-            grown = np.full(max(2 * len(self.slot), int(ids.max()) + 1, 1024), -1, dtype=np.int32)
-            grown[: len(self.slot)] = self.slot
-            self.slot = grown
-        new = np.unique(ids[self.slot[ids] < 0])
+        ents = np.full(len(ids), -1, dtype=np.int64) if entities is None else entities.astype(np.int64)
+        self.slot = _grown(self.slot, int(ids.max()) + 1)
+        new, first = np.unique(ids[self.slot[ids] < 0], return_index=True)
+        new_ents = ents[self.slot[ids] < 0][first]
         reuse = min(len(new), len(self._free))
         reused = np.array([self._free.pop() for _ in range(reuse)], dtype=np.int64)
         self.slot[new] = np.r_[reused, len(self.behind) + np.arange(len(new) - reuse)]
         self.behind = np.r_[self.behind, np.zeros(len(new) - reuse)]
+        self.entity = np.r_[self.entity, np.full(len(new) - reuse, -1, dtype=np.int64)]
+        self.gap = np.r_[self.gap, np.full(len(new) - reuse, np.nan)]
+        self.gap_ts = np.r_[self.gap_ts, np.full(len(new) - reuse, -np.inf)]
+        self.gap_from = np.r_[self.gap_from, np.full(len(new) - reuse, np.inf)]
+        rows_ = self.slot[new]
+        self.entity[rows_], self.gap[rows_] = new_ents, np.nan
+        self.gap_ts[rows_], self.gap_from[rows_] = -np.inf, np.inf
+
+    def watch_heat(self, ids: Ids, entities: Ids) -> None:
+        """These series are the temperatures of GPU `entities` (registration time): a GPU behind while
+        hotter than its peers is throttling for heat, not counted."""
+        if not len(ids):
+            return
+        self.heat = _grown(self.heat, int(entities.max()) + 1)
+        self.heat[entities] = ids
 
     def forget(self, ids: Ids) -> None:
-        """Unwatch these series: their rows (counter and its judge) reset and kept for the next watched;
-        the peer detector forgets them itself when it is not fail-slow's own."""
+        """Unwatch these series: their rows (counter, its judge, GPU and usual heat) reset and kept for the
+        next watched, and a temperature among them unpaired; the peer detector forgets them itself when
+        it is not fail-slow's own."""
+        self.heat[np.isin(self.heat, ids)] = -1  # any id: temperatures are not watched, not in `slot`
+        if self.owns_peer:
+            self.peer.forget(ids)
         ids = ids[ids < len(self.slot)]
         slots = self.slot[ids]
         gone = slots[slots >= 0].astype(np.int64)
         self.slot[ids] = -1
         self.behind[gone] = 0.0
+        self.entity[gone], self.gap[gone] = -1, np.nan
+        self.gap_ts[gone], self.gap_from[gone] = -np.inf, np.inf
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
-        if self.owns_peer:
-            self.peer.forget(ids)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         """p of each sample of a watched series (1 elsewhere and on scrapes not behind).
@@ -132,9 +197,62 @@ class FailSlow:
         watched = slot[sel].astype(np.int64)
         with np.errstate(invalid="ignore"):
             late = self.peer.shortfall(ids[sel]) <= -self.shortfall
+        late &= ~self._usual_heat(watched, ts[sel])
         np.add.at(self.behind, watched, late)
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
+
+    def _usual_heat(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+        """Whether each watched row's GPU reads hotter than its peers now, by no more than is usual for
+        it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap."""
+        gap = self._gaps(watched, ts)
+        seen = np.isfinite(gap)
+        if not seen.any():
+            return np.zeros(len(watched), dtype=bool)
+        self._fleet_heat(float(ts.max()))
+        with np.errstate(invalid="ignore"):
+            usual = np.fmax(self.gap[watched], self._fleet_gap)
+            hot = seen & (gap >= self.heat_margin_c) & ~(gap > usual + self.new_heat_c)
+        self._learn_gap(watched[seen], ts[seen], gap[seen])
+        return np.asarray(hot)
+
+    def _gaps(self, watched: Ids, ts: Floats) -> Floats:
+        """Degrees C each watched row's GPU reads above its peers' median temperature (NaN: no fresh
+        temperature of its own)."""
+        ent = self.entity[watched]
+        paired = (ent >= 0) & (ent < len(self.heat))
+        if not paired.any():
+            return np.full(len(watched), np.nan)
+        heat = np.where(paired, self.heat[np.where(paired, ent, 0)], -1)
+        hid = np.where(heat >= 0, heat, 0)
+        r, temp = self.peer.shortfall(hid), self.peer.state.read("last", hid)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
+            return np.where(fresh, temp * r / (1.0 + r), np.nan)
+
+    def _fleet_heat(self, now: float) -> None:
+        """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap),
+        refreshed once a minute of event time."""
+        if now - self._fleet_ts < _FLEET_EVERY_S:
+            return
+        rows_ = np.flatnonzero(self.entity >= 0)
+        gaps = self._gaps(rows_, np.full(len(rows_), now))
+        gaps = gaps[np.isfinite(gaps)]
+        self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan
+        self._fleet_ts = now
+
+    def _learn_gap(self, rows_: Ids, ts: Floats, gap: Floats) -> None:
+        """Each GPU's usual gap to its peers: the plain mean of its gaps until `heat_memory_s` has passed
+        since the first (a cold start learns from all it has seen, not from its first scrape), then an
+        exponential average with that half-life."""
+        start = np.minimum(self.gap_from[rows_], ts)
+        dt = np.maximum(ts - self.gap_ts[rows_], 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_w = np.where(ts > start, dt / (ts - start + dt), 1.0)
+        w = np.clip(np.maximum(mean_w, 1.0 - np.exp2(-dt / self.heat_memory_s)), 0.0, 1.0)
+        was = self.gap[rows_]
+        self.gap[rows_] = np.where(np.isfinite(was), was + (gap - was) * w, gap)
+        self.gap_ts[rows_], self.gap_from[rows_] = ts, start
 
     def baseline(self, ids: Ids) -> Floats:
         """No reading is expected of its own: the evidence is a count of scrapes behind the peers."""
@@ -143,24 +261,39 @@ class FailSlow:
     def bytes_per_series(self) -> int:
         """State bytes one more watched series costs: its slot, its counter and the counter's judge, and
         the peer detector's state when that is fail-slow's own."""
-        own = self.slot.itemsize + self.behind.itemsize + self.events.bytes_per_series()
+        own = self.slot.itemsize + self.behind.itemsize + self.entity.itemsize + self.heat.itemsize
+        own += self.gap.itemsize + self.gap_ts.itemsize + self.gap_from.itemsize
+        own += self.events.bytes_per_series()
         return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
 
     def snapshot(self) -> Packed:
-        """Slots, counters and their judge; then the peer detector, when it is fail-slow's own."""
+        """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
+        fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        return pack_blobs(array_pieces(self.slot), array_pieces(self.behind), self.events.snapshot(), *peer)
+        fleet = np.array([self._fleet_gap, self._fleet_ts])
+        pairs = tuple(
+            array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts, self.gap_from, fleet)
+        )
+        return pack_blobs(
+            array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
+        )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, gap, gap_ts, gap_from, fleet, events, *peer = unpack_blobs(data)
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
         self.slot = load_array(slot).astype(np.int32, copy=False)
         self.behind = load_array(behind).astype(np.float64, copy=False)
+        self.entity = load_array(entity).astype(np.int64, copy=False)
+        self.heat = load_array(heat).astype(np.int64, copy=False)
+        self.gap = load_array(gap).astype(np.float64, copy=False)
+        self.gap_ts = load_array(gap_ts).astype(np.float64, copy=False)
+        self.gap_from = load_array(gap_from).astype(np.float64, copy=False)
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
+        self._fleet_gap, self._fleet_ts = (float(v) for v in load_array(fleet))
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])

@@ -57,6 +57,8 @@ SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
 # How fast a GPU works, in a unit that stays put on idle GPUs (345 MHz): fail-slow reads it. Power is not
 # used: idle GPUs spread widely around their peers, and on the simulated week it paged on them.
 WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
+# A GPU's own (die) temperature: a GPU behind its peers while hotter than them is throttling for heat.
+HEAT_METRICS = frozenset({"DCGM_FI_DEV_GPU_TEMP"})
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})

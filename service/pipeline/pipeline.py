@@ -387,8 +387,8 @@ class Pipeline:
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
-        watches them) or a node's boot time (reboots): registration time, not per sample, one decode of
-        each series' key."""
+        watches them), a GPU's temperature (tells fail-slow heat throttling from a degrading part) or a
+        node's boot time (reboots): registration time, not per sample, one decode of each series' key."""
         reg, groups = self.registry, self.peer_groups
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
@@ -404,8 +404,9 @@ class Pipeline:
             heat[i] = is_heat(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node, field)
-        self.bank.watch_work_rate(new[work_rate])
-        self.bank.watch_heat(new[heat], peer[heat])
+        entity = reg.entity_of[new].astype(np.int64)
+        self.bank.watch_work_rate(new[work_rate], entity[work_rate])
+        self.bank.watch_heat(new[heat], peer[heat], entity[heat])
         self._set_boot_time(new, boot)
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from prexid.detectors.base import parse_blobs
 from prexid.detectors.fail_slow import FailSlow
 from prexid.detectors.peer import PeerDeviation
 from prexid.service.decode.types import RawSample
@@ -107,3 +108,120 @@ def test_fail_slow_over_the_banks_peer_detector_scores_as_one_over_its_own() -> 
         np.testing.assert_array_equal(out[-1], own.update(ids, ts, x))
     p = np.array(out)
     assert p[:, 5].min() < 1e-8 and p[:, 12].min() < 1e-8  # the runs compared evidence, not ones
+
+
+def node_scrape(
+    t: int, rng: np.random.Generator, slow: int, clock: float, power: float, heat: float
+) -> list[RawSample]:
+    """One scrape of one node with temperatures: GPU `slow` at `clock` x its peers' clock and `power` x
+    their power, `heat` degrees C off their temperature (it always was: its slot, not a change)."""
+    out: list[RawSample] = []
+    for g in range(GPUS):
+        labels = {"Hostname": "node-00", "gpu": str(g), "pci_bus_id": f"00000000:{0x18 + 16 * g:02x}:00.0"}
+        c, p = (clock, power) if g == slow else (1.0, 1.0)
+        ts = START + 15.0 * t
+        out.append(RawSample("DCGM_FI_DEV_SM_CLOCK", labels, ts, 1965.0 * c + rng.normal(0, 4.0)))
+        out.append(RawSample("DCGM_FI_DEV_POWER_USAGE", labels, ts, 900.0 * p + rng.normal(0, 7.0)))
+        temp = 82.0 + (heat if g == slow else 0.0) + rng.normal(0, 0.3)
+        out.append(RawSample("DCGM_FI_DEV_GPU_TEMP", labels, ts, round(temp)))
+    return out
+
+
+def run_with_heat(
+    clock: float, power: float, heat: float, slow_from: int = 300, ticks: int = 380
+) -> list[Alert]:
+    rng = np.random.default_rng(5)
+    pipeline = Pipeline()
+    alerts: list[Alert] = []
+    for t in range(ticks):
+        slowed = t >= slow_from
+        alerts += pipeline.ingest_samples(
+            node_scrape(t, rng, 5, clock if slowed else 1.0, power if slowed else 1.0, heat)
+        )
+    return [a for a in alerts + pipeline.advance(drain=True) if a.status == "firing"]
+
+
+def test_a_gpu_throttling_for_heat_on_a_hot_slot_does_not_page() -> None:
+    """The hottest GPU of a node (6 C above its peers, as always) runs its clock down 20% at their power
+    when the job heats up: thermal slowdown on a hot slot (wide-s2's 47 pages), not a GPU changing."""
+    assert run_with_heat(clock=0.8, power=1.0, heat=6.0) == []
+
+
+def test_a_straggler_running_cooler_than_its_peers_still_pages_as_fail_slow() -> None:
+    """A degrading part does less work: clock and power down, and it is no hotter than its peers."""
+    firing = run_with_heat(clock=0.72, power=0.82, heat=-3.0)
+    assert [(a.kind, a.gpu) for a in firing] == [("pre_xid", 5)]
+    assert "fail-slow" in {s.family for s in firing[0].signals}
+
+
+def paired(hot: float) -> tuple[PeerDeviation, FailSlow, np.ndarray]:
+    """A bank-like pair over one node: ids 0-7 SM clocks, 8-15 the same GPUs' temperatures (entities
+    0-7); GPU 5 at 70% of its peers' clock from the 40th scrape on, `hot` C off their temperature."""
+    peer, ids = PeerDeviation(), np.arange(2 * GPUS, dtype=np.int64)
+    fs = FailSlow(peer)
+    peer.set_groups(ids, ids // GPUS)
+    gpus = np.arange(GPUS, dtype=np.int64)
+    fs.watch(gpus, gpus)
+    fs.watch_heat(gpus + GPUS, gpus)
+    return peer, fs, ids
+
+
+def feed(
+    peer: PeerDeviation, fs: FailSlow, ids: np.ndarray, hot: float, ticks: int = 80, t0: int = 0
+) -> np.ndarray:
+    rng, out = np.random.default_rng(2 + t0), []
+    for t in range(t0, t0 + ticks):
+        x = np.r_[1965.0 + rng.normal(0, 4.0, GPUS), 80.0 + rng.normal(0, 0.3, GPUS)]
+        x[5] *= 0.7 if t >= 40 else 1.0
+        x[GPUS + 5] += hot
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    return np.array(out)
+
+
+def test_fail_slow_does_not_count_scrapes_behind_while_the_gpu_is_hotter_than_its_peers() -> None:
+    peer, fs, ids = paired(5.0)
+    assert feed(peer, fs, ids, 5.0)[:, 5].min() == 1.0
+    peer, fs, ids = paired(-2.0)  # cooler: a degrading part, counted
+    assert feed(peer, fs, ids, -2.0)[:, 5].min() < 1e-8
+
+
+def test_fail_slow_keeps_its_pairing_through_a_snapshot_and_drops_a_forgotten_temperature() -> None:
+    peer, fs, ids = paired(5.0)
+    feed(peer, fs, ids, 5.0, ticks=30)
+    restored_peer = PeerDeviation()
+    restored_peer.restore(parse_blobs(b"".join(peer.snapshot())))
+    restored = FailSlow(restored_peer)
+    restored.restore(parse_blobs(b"".join(fs.snapshot())))
+    assert feed(restored_peer, restored, ids, 5.0, t0=30)[:, 5].min() == 1.0  # still paired: not counted
+    restored.forget(ids[GPUS + 5 : GPUS + 6])  # its temperature series expired: judged on its clock
+    restored_peer.forget(ids[GPUS + 5 : GPUS + 6])
+    assert feed(restored_peer, restored, ids, 5.0, t0=110)[:, 5].min() < 1e-8
+
+
+def test_fail_slow_counts_heat_that_is_new_for_the_gpu_failing_cooling() -> None:
+    """A GPU at its peers' temperature for an hour, then 15 C above them and behind: its cooling failed
+    (the GPU changed), unlike a slot that always ran hot."""
+    peer, fs, ids = paired(0.0)
+    rng, out = np.random.default_rng(4), []
+    for t in range(400):
+        x = np.r_[1965.0 + rng.normal(0, 4.0, GPUS), 80.0 + rng.normal(0, 0.3, GPUS)]
+        if t >= 300:
+            x[5] *= 0.8
+            x[GPUS + 5] += 15.0
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    assert np.array(out)[:, 5].min() < 1e-8
+
+
+def test_forgetting_a_temperature_registered_after_every_clock_unpairs_its_gpu() -> None:
+    """Temperatures are not watched series, so their ids may lie beyond the clocks' slot map."""
+    peer = PeerDeviation()
+    fs = FailSlow(peer)
+    clocks, temps = np.arange(GPUS, dtype=np.int64), 5000 + np.arange(GPUS, dtype=np.int64)
+    fs.watch(clocks, clocks)
+    fs.watch_heat(temps, clocks)
+    fs.forget(temps[5:6])
+    assert fs.heat[5] == -1 and (fs.heat[:GPUS] >= 0).sum() == GPUS - 1
