@@ -115,11 +115,14 @@ class DetectorBank:
         each with its GPU's entity id (None: not paired with a temperature)."""
         self.fail_slow.watch(ids, entities)
 
-    def watch_heat(self, ids: Ids, peer_groups: Ids, entities: Ids) -> None:
-        """Declare newly registered GPU temperatures: the cooling detector judges each against its peer
-        group; fail-slow pairs each with its GPU's work rate by entity id (heat throttling)."""
+    def watch_temperature(self, ids: Ids, peer_groups: Ids) -> None:
+        """Declare newly registered GPU temperatures and their peer groups (the cooling detector's)."""
         self.cooling.set_groups(ids, peer_groups)
         self.cooling.watch(ids)
+
+    def watch_heat(self, ids: Ids, entities: Ids) -> None:
+        """Declare newly registered GPU die temperatures, each with its GPU's entity id: fail-slow pairs
+        it with that GPU's work rate (one per GPU: a memory temperature would replace it)."""
         self.fail_slow.watch_heat(ids, entities)
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Evidence:

@@ -49,16 +49,14 @@ from prexid.detectors.base import (
     unpack_blobs,
 )
 from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.signals import TEMPERATURE_METRICS
 
 _MAD_TO_SIGMA = 1.4826
 
-# A GPU's own temperatures: read against its node's other GPUs (node sensors have no such peers).
-HEAT_METRICS = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
 
-
-def is_heat(name: str, gpu: int | None) -> bool:
-    """Whether a series is a GPU temperature: the series the cooling detector watches."""
-    return gpu is not None and name in HEAT_METRICS
+def is_temperature(name: str, gpu: int | None) -> bool:
+    """Whether a series is a GPU temperature (node sensors have no such peers): cooling watches them."""
+    return gpu is not None and name in TEMPERATURE_METRICS
 
 
 class CoolingDrift:

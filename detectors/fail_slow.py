@@ -61,7 +61,7 @@ from prexid.detectors.base import (
 )
 from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation
-from prexid.detectors.signals import WORK_RATE_METRICS
+from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
 
 IntT = TypeVar("IntT", np.int32, np.int64)
 _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
@@ -70,6 +70,11 @@ _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event tim
 def is_work_rate(name: str, gpu: int | None) -> bool:
     """Whether a series measures how fast a GPU works: the series fail-slow watches."""
     return gpu is not None and name in WORK_RATE_METRICS
+
+
+def is_heat(name: str, gpu: int | None) -> bool:
+    """Whether a series is a GPU's die temperature: what tells heat throttling from a degrading part."""
+    return gpu is not None and name in HEAT_METRICS
 
 
 def _grown(a: NDArray[IntT], n: int) -> NDArray[IntT]:

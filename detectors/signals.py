@@ -59,6 +59,8 @@ SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
 WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
 # A GPU's own (die) temperature: a GPU behind its peers while hotter than them is throttling for heat.
 HEAT_METRICS = frozenset({"DCGM_FI_DEV_GPU_TEMP"})
+# A GPU's temperatures, die and memory: cooling reads each against its node's other GPUs' same sensor.
+TEMPERATURE_METRICS = HEAT_METRICS | {"DCGM_FI_DEV_MEMORY_TEMP"}
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
 # each other, so together they are one vote in fusion, never two.
 WORKLOAD_FAMILIES = frozenset({Family.UTILIZATION, Family.POWER, Family.HOST})

@@ -18,8 +18,8 @@ from numpy.typing import NDArray
 from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Floats, Stored
-from prexid.detectors.cooling import is_heat
-from prexid.detectors.fail_slow import is_work_rate
+from prexid.detectors.cooling import is_temperature
+from prexid.detectors.fail_slow import is_heat, is_work_rate
 from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
 from prexid.detectors.fleet_peers import Outside, PeerSketch
 from prexid.detectors.fleet_vote import Summary, Verdict
@@ -393,7 +393,7 @@ class Pipeline:
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
-        heat = np.zeros(len(new), dtype=bool)
+        heat, temperature = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
@@ -402,11 +402,13 @@ class Pipeline:
             field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
             heat[i] = is_heat(name, ent.gpu)
+            temperature[i] = is_temperature(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node, field)
         entity = reg.entity_of[new].astype(np.int64)
         self.bank.watch_work_rate(new[work_rate], entity[work_rate])
-        self.bank.watch_heat(new[heat], peer[heat], entity[heat])
+        self.bank.watch_temperature(new[temperature], peer[temperature])
+        self.bank.watch_heat(new[heat], entity[heat])
         self._set_boot_time(new, boot)
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:

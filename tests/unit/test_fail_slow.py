@@ -111,10 +111,17 @@ def test_fail_slow_over_the_banks_peer_detector_scores_as_one_over_its_own() -> 
 
 
 def node_scrape(
-    t: int, rng: np.random.Generator, slow: int, clock: float, power: float, heat: float
+    t: int,
+    rng: np.random.Generator,
+    slow: int,
+    clock: float,
+    power: float,
+    heat: float,
+    memory_temp: bool = False,
 ) -> list[RawSample]:
     """One scrape of one node with temperatures: GPU `slow` at `clock` x its peers' clock and `power` x
-    their power, `heat` degrees C off their temperature (it always was: its slot, not a change)."""
+    their power, `heat` degrees C off their temperature (it always was: its slot, not a change); with
+    `memory_temp`, every GPU's HBM temperature too, the same on all."""
     out: list[RawSample] = []
     for g in range(GPUS):
         labels = {"Hostname": "node-00", "gpu": str(g), "pci_bus_id": f"00000000:{0x18 + 16 * g:02x}:00.0"}
@@ -124,11 +131,18 @@ def node_scrape(
         out.append(RawSample("DCGM_FI_DEV_POWER_USAGE", labels, ts, 900.0 * p + rng.normal(0, 7.0)))
         temp = 82.0 + (heat if g == slow else 0.0) + rng.normal(0, 0.3)
         out.append(RawSample("DCGM_FI_DEV_GPU_TEMP", labels, ts, round(temp)))
+        if memory_temp:
+            out.append(RawSample("DCGM_FI_DEV_MEMORY_TEMP", labels, ts, 70.0))
     return out
 
 
 def run_with_heat(
-    clock: float, power: float, heat: float, slow_from: int = 300, ticks: int = 380
+    clock: float,
+    power: float,
+    heat: float,
+    slow_from: int = 300,
+    ticks: int = 380,
+    memory_temp: bool = False,
 ) -> list[Alert]:
     rng = np.random.default_rng(5)
     pipeline = Pipeline()
@@ -136,7 +150,7 @@ def run_with_heat(
     for t in range(ticks):
         slowed = t >= slow_from
         alerts += pipeline.ingest_samples(
-            node_scrape(t, rng, 5, clock if slowed else 1.0, power if slowed else 1.0, heat)
+            node_scrape(t, rng, 5, clock if slowed else 1.0, power if slowed else 1.0, heat, memory_temp)
         )
     return [a for a in alerts + pipeline.advance(drain=True) if a.status == "firing"]
 
@@ -145,6 +159,12 @@ def test_a_gpu_throttling_for_heat_on_a_hot_slot_does_not_page() -> None:
     """The hottest GPU of a node (6 C above its peers, as always) runs its clock down 20% at their power
     when the job heats up: thermal slowdown on a hot slot (wide-s2's 47 pages), not a GPU changing."""
     assert run_with_heat(clock=0.8, power=1.0, heat=6.0) == []
+
+
+def test_heat_throttling_is_read_on_the_die_temperature_not_the_memorys() -> None:
+    """A stock exporter also sends each GPU's HBM temperature, registered after the die's: paired with
+    the clock instead, it reads the hot slot as no hotter than its peers and pages its throttling."""
+    assert run_with_heat(clock=0.8, power=1.0, heat=6.0, memory_temp=True) == []
 
 
 def test_a_straggler_running_cooler_than_its_peers_still_pages_as_fail_slow() -> None:
