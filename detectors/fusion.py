@@ -111,6 +111,7 @@ class Fusion:
         self.error_held = np.zeros((0, N_FAMILIES))
         self.last_tick = -np.inf
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
+        self.fresh_top = np.zeros((0, N_FAMILIES))  # ... from the series holding the cell's evidence
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # surprising evidence, fresh, in a row
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.latched_at = np.full((0, N_FAMILIES), -np.inf)  # the last decisive event per cell (`latch`)
@@ -146,6 +147,7 @@ class Fusion:
         self.explained = np.vstack([self.explained, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.error_held = np.vstack([self.error_held, np.zeros((grow, N_FAMILIES))])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
+        self.fresh_top = np.vstack([self.fresh_top, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
         self.latched_at = np.vstack([self.latched_at, np.full((grow, N_FAMILIES), -np.inf)])
@@ -187,6 +189,8 @@ class Fusion:
         self.top_rising.reshape(-1)[top] = up[won]
         self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
         self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
+        own = ev.ids[hot] == self.top_series.reshape(-1)[cells]  # the cell's strongest series speaking
+        np.maximum.at(self.fresh_top.reshape(-1), cells[own], s[own])
 
     def latch(self, entity: Ids, family: NDArray[np.uint8], at: Floats) -> None:
         """Decisive events (a row remap pending, failed, or for an uncorrectable error): their cells page
@@ -261,6 +265,7 @@ class Fusion:
             self.shift = np.where(latched, 0.0, self.shift)  # a decisive event is never calibrated away
             self.sustained_shift = np.where(latched, 0.0, self.sustained_shift)
         self.fresh[:] = 0.0
+        self.fresh_top[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
         fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
         self.decay(cfg.step_s)
@@ -268,12 +273,14 @@ class Fusion:
         return fused
 
     def sustain_streak(self) -> NDArray[np.int32]:
-        """Ticks with strongly surprising fresh evidence, in a row: a tick with none at all keeps the
-        streak while the held evidence is still strong (errors arrive in bursts, not every scrape); weak
-        fresh evidence or faded held evidence ends it."""
+        """Ticks with strongly surprising fresh evidence, in a row: a tick without keeps the streak while
+        the held evidence is still strong (errors arrive in bursts, not every scrape); faded held
+        evidence, or weak fresh evidence from the very series holding it, ends it. A sibling series'
+        weak sample (a row remapped while SBEs ramp, both memory ECC) says nothing of the ramp."""
         cfg = self.config
         strong = self.fresh >= cfg.sustain_surprise
-        waiting = (self.fresh == 0.0) & (self.held >= cfg.sustain_surprise)
+        weakened = (self.fresh_top > 0.0) & (self.fresh_top < cfg.sustain_surprise)
+        waiting = ~weakened & (self.held >= cfg.sustain_surprise)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def load_coupled(self) -> NDArray[np.bool_]:
@@ -412,6 +419,7 @@ class Fusion:
             "shared_levels": self.shared_levels,
             "workload_shift_at": np.array([self.workload_shift_at]),
             "fresh": self.fresh,
+            "fresh_top": self.fresh_top,
             "streak": self.streak,
             "latched_at": self.latched_at,
             "parent": self.parent,
@@ -441,6 +449,7 @@ class Fusion:
         self.shared_levels = np.asarray(arrays["shared_levels"], dtype=bool)
         self.workload_shift_at = float(arrays["workload_shift_at"][0])
         self.fresh = np.asarray(arrays["fresh"], dtype=np.float64)
+        self.fresh_top = np.asarray(arrays["fresh_top"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.streak = np.asarray(arrays["streak"], dtype=np.int32)
         self.latched_at = np.asarray(arrays["latched_at"], dtype=np.float64)
         self.parent = np.asarray(arrays["parent"], dtype=np.int64)

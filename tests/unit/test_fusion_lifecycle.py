@@ -46,6 +46,29 @@ def test_hard_errors_in_bursts_a_tick_or_two_apart_page_alone_and_one_burst_neve
     assert max(fused_lone) < FIRE
 
 
+def test_a_sibling_counters_weak_step_does_not_end_a_hard_error_ramp() -> None:
+    """The streak follows the family's strongest evidence: a remapped row booked at p=4e-3 (weak) between
+    SBE bursts at 1e-12 (both memory ECC) neither ends the ramp's streak nor lowers its score; the
+    ramping series' own weak sample does end it."""
+    sbe, remap = 0, 1
+    fused = {}
+    for case in ("alone", "sibling", "own"):
+        f = Fusion()
+        f.ensure(2)
+        fused[case] = []
+        for tick in range(12):
+            if tick % 2 == 0:
+                f.ingest(*evidence([0], [Family.MEMORY_ECC], [1e-12]))  # series `sbe`
+            elif case != "alone":
+                series = remap if case == "sibling" else sbe
+                ev = Evidence(np.array([series]), np.zeros(1), np.ones(1), np.array([4e-3]))
+                f.ingest(ev, np.array([0]), np.array([Family.MEMORY_ECC], dtype=np.uint8))
+            fused[case].append(f.evaluate(15.0 * tick)[0])
+    assert max(fused["alone"]) >= FIRE
+    assert fused["sibling"] == fused["alone"]
+    assert max(fused["own"]) < FIRE
+
+
 def test_two_families_with_strong_evidence_fuse_above_the_threshold() -> None:
     f = Fusion()
     f.ensure(10)
