@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 20  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 21  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -47,7 +47,8 @@ VERSION = 20  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # (GPU temperatures against their node's other GPUs: batch, usual offset, CUSUM, its tail); v19:
 # fail-slow pairs each GPU's work rate with its temperature (entity per watched row, heat per entity)
 # and keeps each GPU's usual heat over its peers (gap, last and first learned) and the fleet's hot gap;
-# v20: fusion keeps the fresh evidence of each cell's strongest series apart (`fresh_top`)
+# v20: fusion keeps the fresh evidence of each cell's strongest series apart (`fresh_top`); v21: fusion's
+# last strong burst per cell, its first tick and its hard-error families' sustained vote (`alone_hard`)
 
 
 class SnapshotError(ValueError):
