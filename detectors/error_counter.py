@@ -17,7 +17,11 @@ its episode is so far:
   bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at. Bursts of a ramp add up
-in its episode and it teaches the baseline only once it is over.
+in its episode and it teaches the baseline only once it is over, and only if it never got rarer than
+`escalated_p`: a part whose episodes keep growing (a weakening HBM row, its SBEs accelerating hour
+after hour, each hour-long episode cut by `max_episode_s`) is degrading, not leaky, and its first
+paged-strength episode must not make the next one its usual (nor, as the only part with an episode
+over, its fleet's). A leaky part's ordinary episodes are learned as before.
 
 For `warmup_s` of event time after its first error-counter sample, until the fleet prior has been
 refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing is called
@@ -227,7 +231,9 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         refit_every_s: float = 600.0,
         warmup_s: float = 1200.0,
         warm_floor: float = 1e-3,
+        escalated_p: float = 1e-6,
     ) -> None:
+        self.escalated_p = escalated_p
         self.warmup_s = warmup_s
         self.warm_floor = warm_floor
         self.window_s = window_s
@@ -250,6 +256,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "cur_errors": 0.0,
                 "cur_start": np.nan,
                 "cur_last": np.nan,
+                "cur_p": 1.0,  # the current episode's least p so far
             }
         )
 
@@ -293,6 +300,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         bursts, errors = st["bursts"][ids], st["errors"][ids]
         cur_b, cur_e = st["cur_bursts"][ids], st["cur_errors"][ids]
         cur_start, cur_last = st["cur_start"][ids], st["cur_last"][ids]
+        cur_p = st["cur_p"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore"):
@@ -307,9 +315,11 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             )
         decay = np.exp2(-dt / self.forget_half_life_s)
         exposure = np.where(seen, exposure * decay + dt, exposure)
-        episodes = np.where(seen, episodes * decay, episodes) + close
-        bursts = np.where(seen, bursts * decay, bursts) + np.where(close, cur_b, 0.0)
-        errors = np.where(seen, errors * decay, errors) + np.where(close, cur_e, 0.0)
+        learn = close & (cur_p >= self.escalated_p)
+        episodes = np.where(seen, episodes * decay, episodes) + learn
+        bursts = np.where(seen, bursts * decay, bursts) + np.where(learn, cur_b, 0.0)
+        errors = np.where(seen, errors * decay, errors) + np.where(learn, cur_e, 0.0)
+        cur_p = np.where(close, 1.0, cur_p)
         cur_b, cur_e = np.where(close, 0.0, cur_b), np.where(close, 0.0, cur_e)
         cur_start = np.where(close, np.nan, cur_start)
         cur_last = np.where(close, np.nan, cur_last)
@@ -333,11 +343,13 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
             p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
+            cur_p[new] = np.minimum(cur_p[new], p[new])
 
         st["exposure"][ids], st["episodes"][ids] = exposure, episodes
         st["bursts"][ids], st["errors"][ids] = bursts, errors
         st["cur_bursts"][ids], st["cur_errors"][ids] = cur_b, cur_e
         st["cur_start"][ids], st["cur_last"][ids] = cur_start, cur_last
+        st["cur_p"][ids] = cur_p
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p

@@ -23,6 +23,7 @@ from prexid.detectors.bank import Evidence
 from prexid.detectors.base import Floats, Ids
 from prexid.detectors.fleet_vote import Summary, Verdict, judge
 from prexid.detectors.signals import (
+    HARD_ERROR_FAMILIES,
     JOB_COUPLED,
     LOAD_COUPLED,
     N_FAMILIES,
@@ -52,6 +53,14 @@ class FusionConfig:
     hard_error_cap: float = 10.0
     sustain_ticks: int = 4
     sustain_surprise: float = 4.0
+    # Hard errors arrive in bursts minutes apart (a weakening HBM row books an SBE every few minutes for
+    # hours before it fails): their streak counts strongly surprising bursts, ended only by this long
+    # without one, and once sustained such a family fires without waiting `persist_ticks` again. Not
+    # in the first `burst_after_s` of event time: the error counters' fleet prior learns what a leaky
+    # part's episodes look like only once the first ones (up to an hour long) are over, and until then
+    # a leaky part's bursts are surprising enough to be strung into a ramp.
+    sustain_gap_s: float = 600.0
+    burst_after_s: float = 7200.0
     # A decisive event (a row remap pending or failed: `signals.DECISIVE_METRICS`) holds its family at the
     # hard-error cap, sustained, for this long: one counter step is a page by itself.
     decisive_hold_s: float = 600.0
@@ -111,9 +120,12 @@ class Fusion:
         self.error_held = np.zeros((0, N_FAMILIES))
         self.last_tick = -np.inf
         self.fresh = np.zeros((0, N_FAMILIES))  # strongest surprise ingested since the last tick
+        self.fresh_top = np.zeros((0, N_FAMILIES))  # ... from the series holding the cell's evidence
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # surprising evidence, fresh, in a row
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
         self.latched_at = np.full((0, N_FAMILIES), -np.inf)  # the last decisive event per cell (`latch`)
+        self.strong_at = np.full((0, N_FAMILIES), -np.inf)  # the last tick of strong fresh evidence
+        self.first_tick = np.inf  # event time this fusion was first evaluated at (`burst_after_s`)
         self.present = np.zeros((0, N_FAMILIES), dtype=bool)  # entity has series of this family
         self.n_series = np.zeros((0, N_FAMILIES), dtype=np.int64)  # ... and how many (`add_series`)
         self.parent = np.full(0, -1, dtype=np.int64)  # a GPU's node entity; -1 for nodes themselves
@@ -123,6 +135,7 @@ class Fusion:
         self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
         self.at_tick = self.held.copy()
         self.alone = np.zeros(0)  # per entity, its strongest sustained family's capped vote (`fused`)
+        self.alone_hard = np.zeros(0)  # ... of the hard-error families, once bursts count (`confirmed`)
         # per (entity, family), what the family calibration takes off its vote, and off its evidence on
         # the hard-error path (`apply`); and which cells were on that path at the last tick
         self.shift = np.zeros((0, N_FAMILIES))
@@ -146,9 +159,11 @@ class Fusion:
         self.explained = np.vstack([self.explained, np.zeros((grow, N_FAMILIES), dtype=bool)])
         self.error_held = np.vstack([self.error_held, np.zeros((grow, N_FAMILIES))])
         self.fresh = np.vstack([self.fresh, np.zeros((grow, N_FAMILIES))])
+        self.fresh_top = np.vstack([self.fresh_top, np.zeros((grow, N_FAMILIES))])
         self.streak = np.vstack([self.streak, np.zeros((grow, N_FAMILIES), dtype=np.int32)])
         self.parent = np.r_[self.parent, np.full(grow, -1, dtype=np.int64)]
         self.latched_at = np.vstack([self.latched_at, np.full((grow, N_FAMILIES), -np.inf)])
+        self.strong_at = np.vstack([self.strong_at, np.full((grow, N_FAMILIES), -np.inf)])
 
     def add_series(self, entity: Ids, family: NDArray[np.uint8], count: int = 1) -> None:
         """Count newly registered series per (entity, family) (`count=-1`: expired ones leave); each also
@@ -187,6 +202,8 @@ class Fusion:
         self.top_rising.reshape(-1)[top] = up[won]
         self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
         self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
+        own = ev.ids[hot] == self.top_series.reshape(-1)[cells]  # the cell's strongest series speaking
+        np.maximum.at(self.fresh_top.reshape(-1), cells[own], s[own])
 
     def latch(self, entity: Ids, family: NDArray[np.uint8], at: Floats) -> None:
         """Decisive events (a row remap pending, failed, or for an uncorrectable error): their cells page
@@ -250,7 +267,8 @@ class Fusion:
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
-        self.streak = self.sustain_streak()
+        self.first_tick = min(self.first_tick, tick)
+        self.streak = self.sustain_streak(tick)
         latched = tick - self.latched_at <= cfg.decisive_hold_s
         if latched.any():  # at the cap once the series count's correction is taken off
             floor = cfg.hard_error_cap + np.log10(np.maximum(self.n_series, 1))
@@ -261,19 +279,33 @@ class Fusion:
             self.shift = np.where(latched, 0.0, self.shift)  # a decisive event is never calibrated away
             self.sustained_shift = np.where(latched, 0.0, self.sustained_shift)
         self.fresh[:] = 0.0
+        self.fresh_top[:] = 0.0
         self.at_tick = self.corrected()  # what the vote saw, for explanations
         fused = self.fused(self.at_tick, self.explained)  # the load coupling `summarise` found
+        if not self.bursting(tick):
+            self.alone_hard[:] = 0.0
         self.decay(cfg.step_s)
         self.last_tick = tick
         return fused
 
-    def sustain_streak(self) -> NDArray[np.int32]:
-        """Ticks with strongly surprising fresh evidence, in a row: a tick with none at all keeps the
-        streak while the held evidence is still strong (errors arrive in bursts, not every scrape); weak
-        fresh evidence or faded held evidence ends it."""
+    def bursting(self, tick: float) -> bool:
+        """Whether hard errors' bursts minutes apart count as one ramp yet (`burst_after_s`)."""
+        return tick - self.first_tick >= self.config.burst_after_s
+
+    def sustain_streak(self, tick: float) -> NDArray[np.int32]:
+        """Ticks with strongly surprising fresh evidence, in a row: a tick without keeps the streak while
+        the held evidence is still strong (errors arrive in bursts, not every scrape); faded held
+        evidence, or weak fresh evidence from the very series holding it, ends it. A sibling series'
+        weak sample (a row remapped while SBEs ramp, both memory ECC) says nothing of the ramp. Once
+        `bursting`, a hard-error family's streak lasts while its last strong burst is at most
+        `sustain_gap_s` old: a ramp's bursts come minutes apart."""
         cfg = self.config
         strong = self.fresh >= cfg.sustain_surprise
-        waiting = (self.fresh == 0.0) & (self.held >= cfg.sustain_surprise)
+        self.strong_at = np.where(strong, tick, self.strong_at)
+        weakened = (self.fresh_top > 0.0) & (self.fresh_top < cfg.sustain_surprise)
+        waiting = ~weakened & (self.held >= cfg.sustain_surprise)
+        if self.bursting(tick):
+            waiting |= _mask(HARD_ERROR_FAMILIES) & (tick - self.strong_at <= cfg.sustain_gap_s)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def load_coupled(self) -> NDArray[np.bool_]:
@@ -369,6 +401,8 @@ class Fusion:
         )
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         self.alone = np.where(sustained, votes, 0.0).max(axis=1, initial=0.0)
+        hard = sustained & _mask(HARD_ERROR_FAMILIES)
+        self.alone_hard = np.where(hard, votes, 0.0).max(axis=1, initial=0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
         job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
@@ -412,13 +446,17 @@ class Fusion:
             "shared_levels": self.shared_levels,
             "workload_shift_at": np.array([self.workload_shift_at]),
             "fresh": self.fresh,
+            "fresh_top": self.fresh_top,
             "streak": self.streak,
             "latched_at": self.latched_at,
+            "strong_at": self.strong_at,
+            "first_tick": np.array([self.first_tick]),
             "parent": self.parent,
             "at_tick": self.at_tick,
             "common_share": self.common_share,
             "rising_share": self.rising_share,
             "alone": self.alone,
+            "alone_hard": self.alone_hard,
             "shift": self.shift,
             "sustained_shift": self.sustained_shift,
             "sustained": self.sustained,
@@ -441,13 +479,17 @@ class Fusion:
         self.shared_levels = np.asarray(arrays["shared_levels"], dtype=bool)
         self.workload_shift_at = float(arrays["workload_shift_at"][0])
         self.fresh = np.asarray(arrays["fresh"], dtype=np.float64)
+        self.fresh_top = np.asarray(arrays["fresh_top"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.streak = np.asarray(arrays["streak"], dtype=np.int32)
         self.latched_at = np.asarray(arrays["latched_at"], dtype=np.float64)
+        self.strong_at = np.asarray(arrays["strong_at"], dtype=np.float64).reshape(-1, N_FAMILIES)
+        self.first_tick = float(arrays["first_tick"][0])
         self.parent = np.asarray(arrays["parent"], dtype=np.int64)
         self.at_tick = np.asarray(arrays["at_tick"], dtype=np.float64)
         self.common_share = np.asarray(arrays["common_share"], dtype=np.float64)
         self.rising_share = np.asarray(arrays["rising_share"], dtype=np.float64)
         self.alone = np.asarray(arrays["alone"], dtype=np.float64)
+        self.alone_hard = np.asarray(arrays["alone_hard"], dtype=np.float64)
         self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained_shift = np.asarray(arrays["sustained_shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained = np.asarray(arrays["sustained"], dtype=bool).reshape(-1, N_FAMILIES)

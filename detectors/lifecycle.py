@@ -1,8 +1,11 @@
 """Alert lifecycle per entity: inactive -> pending -> firing -> resolved, with hysteresis.
 
 Firing needs the fused score above `fire` for `persist_ticks` consecutive ticks (one noisy scrape never
-pages); resolving needs it below `resolve` (< fire) for `clear_ticks` ticks (no flapping). All state is
-arrays over entities; Python only touches the few entities that change state in a tick.
+pages), unless the evidence carrying it is persistence already (`confirmed`: a hard-error ramp strongly
+surprising on four bursts, each within minutes of the last, pages alone): that is not waited for a
+second time, as its bursts minutes apart hold the score above `fire` for a tick or two each.
+Resolving needs it below `resolve` (< fire) for `clear_ticks` ticks (no flapping). All state is arrays
+over entities; Python only touches the few entities that change state in a tick.
 """
 
 from __future__ import annotations
@@ -57,9 +60,16 @@ class Lifecycle:
         self.run = np.r_[self.run, np.zeros(grow, dtype=np.int32)]
         self.since = np.r_[self.since, np.full(grow, np.nan)]
 
-    def step(self, fused: Floats, at: float, fire: Floats | None = None) -> list[Transition]:
+    def step(
+        self,
+        fused: Floats,
+        at: float,
+        fire: Floats | None = None,
+        confirmed: NDArray[np.bool_] | None = None,
+    ) -> list[Transition]:
         """Advance every entity by one tick of fused scores; return the transitions it caused. `fire`:
-        each entity's firing threshold this tick (a false-alert budget's), else the configured one."""
+        each entity's firing threshold this tick (a false-alert budget's), else the configured one;
+        `confirmed`: entities whose score above it is sustained evidence already, fired at once."""
         cfg = self.config
         n = len(fused)
         self.ensure(n)
@@ -73,6 +83,8 @@ class Lifecycle:
         drop = pending & ~above
         phase[drop], run[drop], since[drop] = Phase.INACTIVE, 0, np.nan
         fires = (phase == Phase.PENDING) & (run >= cfg.persist_ticks)
+        if confirmed is not None:
+            fires |= (phase == Phase.PENDING) & above & confirmed[:n]
         phase[fires], run[fires] = Phase.FIRING, 0
 
         firing = (phase == Phase.FIRING) & ~fires

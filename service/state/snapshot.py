@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 19  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 22  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -46,7 +46,10 @@ VERSION = 19  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # cooling family (fusion and family-calibration arrays one column wider) and the bank's cooling detector
 # (GPU temperatures against their node's other GPUs: batch, usual offset, CUSUM, its tail); v19:
 # fail-slow pairs each GPU's work rate with its temperature (entity per watched row, heat per entity)
-# and keeps each GPU's usual heat over its peers (gap, last and first learned) and the fleet's hot gap
+# and keeps each GPU's usual heat over its peers (gap, last and first learned) and the fleet's hot gap;
+# v20: fusion keeps the fresh evidence of each cell's strongest series apart (`fresh_top`); v21: fusion's
+# last strong burst per cell, its first tick and its hard-error families' sustained vote (`alone_hard`);
+# v22: error counters keep their current episode's least p (`cur_p`: an escalated episode is not learned)
 
 
 class SnapshotError(ValueError):

@@ -123,6 +123,20 @@ def test_error_counter_a_fleet_whose_counters_tick_in_bursts_does_not_page_for_t
     assert in_single[-30:-25, 9].min() < 1e-7
 
 
+def test_error_counter_an_escalated_episode_is_not_learned_as_the_parts_usual() -> None:
+    """A clean part in a clean fleet books seven bursts in seven minutes (paged-strength), goes quiet for
+    half an hour and does it again: a degrading HBM row, not a leaky part's drip. The first episode was
+    itself rare (p < `escalated_p`), so it does not teach the part (nor its fleet) that such episodes are
+    usual: the second is as strong evidence as the first. Learning it made the second one p ~ 2e-3."""
+    steps = _fleet(leaky=[], episode=(1,), hours=6)
+    first, second = list(range(600, 628, 4)), list(range(800, 828, 4))
+    steps[first, 9] = 2
+    steps[second, 9] = 2
+    p = _fleet_scores(steps)
+    assert p[first, 9].min() < 1e-9
+    assert p[second, 9].min() < 1e-9
+
+
 def test_error_counter_episodes_still_running_teach_the_fleet_that_its_parts_tick() -> None:
     """Two parts begin long bursty episodes in the fleet's first minutes; a third part's first burst
     after the warm-up is then what this fleet does, not a page (in a clean fleet it still is one). The

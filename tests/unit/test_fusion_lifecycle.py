@@ -46,6 +46,70 @@ def test_hard_errors_in_bursts_a_tick_or_two_apart_page_alone_and_one_burst_neve
     assert max(fused_lone) < FIRE
 
 
+def test_a_sibling_counters_weak_step_does_not_end_a_hard_error_ramp() -> None:
+    """The streak follows the family's strongest evidence: a remapped row booked at p=4e-3 (weak) between
+    SBE bursts at 1e-12 (both memory ECC) neither ends the ramp's streak nor lowers its score; the
+    ramping series' own weak sample does end it."""
+    sbe, remap = 0, 1
+    fused = {}
+    for case in ("alone", "sibling", "own"):
+        f = Fusion()
+        f.ensure(2)
+        fused[case] = []
+        for tick in range(12):
+            if tick % 2 == 0:
+                f.ingest(*evidence([0], [Family.MEMORY_ECC], [1e-12]))  # series `sbe`
+            elif case != "alone":
+                series = remap if case == "sibling" else sbe
+                ev = Evidence(np.array([series]), np.zeros(1), np.ones(1), np.array([4e-3]))
+                f.ingest(ev, np.array([0]), np.array([Family.MEMORY_ECC], dtype=np.uint8))
+            fused[case].append(f.evaluate(15.0 * tick)[0])
+    assert max(fused["alone"]) >= FIRE
+    assert fused["sibling"] == fused["alone"]
+    assert max(fused["own"]) < FIRE
+
+
+def _bursts_every(
+    gap_s: float, first_s: float, n: int, ticks: int, config: FusionConfig | None = None
+) -> list[float]:
+    """Fused score of GPU 0 per 15 s tick, with `n` SBE bursts at 1e-12 `gap_s` apart from `first_s`."""
+    f = Fusion(config)
+    f.ensure(1)
+    at = {int((first_s + k * gap_s) / 15.0) for k in range(n)}
+    fused = []
+    for tick in range(ticks):
+        if tick in at:
+            f.ingest(*evidence([0], [Family.MEMORY_ECC], [1e-12]))
+        fused.append(f.evaluate(15.0 * tick)[0])
+    return fused
+
+
+def test_hard_error_bursts_minutes_apart_are_one_ramp_once_the_fleet_has_been_watched() -> None:
+    """A weakening HBM row books an SBE every few minutes: four strong bursts four minutes apart (the held
+    evidence fading below the streak's floor between them) are a ramp, paged alone, but not in the first
+    `burst_after_s` of event time, when leaky parts' bursts are not yet known for what they are; three
+    bursts are not a ramp."""
+    after = FusionConfig().burst_after_s
+    late = _bursts_every(240.0, after + 60.0, 4, int((after + 1800.0) / 15.0))
+    early = _bursts_every(240.0, 60.0, 4, 120)
+    three = _bursts_every(240.0, after + 60.0, 3, int((after + 1800.0) / 15.0))
+    assert max(late) >= FIRE
+    assert max(early) < FIRE
+    assert max(_bursts_every(240.0, 60.0, 4, 120, FusionConfig(burst_after_s=0.0))) >= FIRE  # the gate's
+    assert max(three) < FIRE
+
+
+def test_lifecycle_fires_confirmed_evidence_without_waiting_again() -> None:
+    """A hard-error ramp whose streak is sustained already fires on its first tick above the threshold;
+    other entities still wait `persist_ticks`."""
+    lc = Lifecycle(LifecycleConfig(fire=8, resolve=4, persist_ticks=3, clear_ticks=2))
+    confirmed = np.array([True, False])
+    fired = [
+        (t, tr.entity) for t in range(4) for tr in lc.step(np.array([9.0, 9.0]), float(t), None, confirmed)
+    ]
+    assert fired == [(0, 0), (2, 1)]
+
+
 def test_two_families_with_strong_evidence_fuse_above_the_threshold() -> None:
     f = Fusion()
     f.ensure(10)
