@@ -8,9 +8,11 @@ pace (`PaceSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
 
-Not every GPU behind its peers is degrading. One that runs hotter than them (`heat_margin_c` above their
-median temperature) is throttling for heat: a hot slot, a hot inlet, a poorly cooled part at its
-slowdown temperature while its peers are not, again in every busy period. That is its slot's fact, not a
+Not every GPU behind its peers is degrading. One that runs hotter than the peers keeping pace
+(`heat_margin_c` above the median temperature of those not behind: on a hot node several GPUs take
+turns at their slowdown temperature, and their heat must not raise the bar) is throttling for heat:
+a hot slot, a hot inlet, a poorly cooled part at its slowdown temperature while its peers are not,
+again in every busy period. That is its slot's fact, not a
 change in the GPU, and its scrapes behind are not counted while its heat is usual: no more than
 `new_heat_c` above both its own long-run gap to its peers (an exponential average over `heat_memory_s`,
 the plain mean of all it has seen until that much time has passed) and the gap its fleet's hot GPUs
@@ -21,8 +23,8 @@ fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on th
 stalling firmware) do less work, draw less power and run no hotter than their peers, so they count as
 before. A GPU's work rate and its temperature are paired by their entity (`watch_heat`); a GPU without
 a temperature series is judged on its work rate alone. Temperatures are in degrees C as DCGM reports
-them; the gap is read back from the peer detector's relative residual (x r / (1 + r): the peers'
-median, not their spread, sets a temperature's scale).
+them; with fewer than two peers keeping pace the gap is against all of them, read back from the peer
+detector's relative residual (x r / (1 + r): the peers' median, not their spread, sets its scale).
 
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
