@@ -8,9 +8,11 @@ pace (`PaceSurprise`): one lagging scrape at a job's phase change is weak
 evidence, a GPU behind on scrape after scrape (or again and again, as stalling firmware is) is strong,
 and does not fade as an own-history detector would once the slow level became the GPU's usual one.
 
-Not every GPU behind its peers is degrading. One that runs hotter than them (`heat_margin_c` above their
-median temperature) is throttling for heat: a hot slot, a hot inlet, a poorly cooled part at its
-slowdown temperature while its peers are not, again in every busy period. That is its slot's fact, not a
+Not every GPU behind its peers is degrading. One that runs hotter than the peers keeping pace
+(`heat_margin_c` above the median temperature of those not behind: on a hot node several GPUs take
+turns at their slowdown temperature, and their heat must not raise the bar) is throttling for heat:
+a hot slot, a hot inlet, a poorly cooled part at its slowdown temperature while its peers are not,
+again in every busy period. That is its slot's fact, not a
 change in the GPU, and its scrapes behind are not counted while its heat is usual: no more than
 `new_heat_c` above both its own long-run gap to its peers (an exponential average over `heat_memory_s`,
 the plain mean of all it has seen until that much time has passed) and the gap its fleet's hot GPUs
@@ -21,8 +23,8 @@ fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on th
 stalling firmware) do less work, draw less power and run no hotter than their peers, so they count as
 before. A GPU's work rate and its temperature are paired by their entity (`watch_heat`); a GPU without
 a temperature series is judged on its work rate alone. Temperatures are in degrees C as DCGM reports
-them; the gap is read back from the peer detector's relative residual (x r / (1 + r): the peers'
-median, not their spread, sets a temperature's scale).
+them; with fewer than two peers keeping pace the gap is against all of them, read back from the peer
+detector's relative residual (x r / (1 + r): the peers' median, not their spread, sets its scale).
 
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
@@ -65,6 +67,7 @@ from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
 
 IntT = TypeVar("IntT", np.int32, np.int64)
 _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
+_PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
 
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
@@ -75,6 +78,19 @@ def is_work_rate(name: str, gpu: int | None) -> bool:
 def is_heat(name: str, gpu: int | None) -> bool:
     """Whether a series is a GPU's die temperature: what tells heat throttling from a degrading part."""
     return gpu is not None and name in HEAT_METRICS
+
+
+def _medians(slot: NDArray[np.intp], values: Floats, n: int) -> tuple[Floats, NDArray[np.int64]]:
+    """Median and count of `values` within each of the runs 0..n-1 that `slot` (sorted) names."""
+    count = np.bincount(slot, minlength=n).astype(np.int64)
+    if not len(slot):
+        return np.full(n, np.nan), count
+    grid = np.full((n, int(count.max())), np.nan)
+    grid[slot, np.arange(len(slot)) - np.repeat(np.cumsum(count) - count, count)] = values
+    ordered, at = np.sort(grid, axis=1), np.arange(n)
+    lo, hi = np.maximum(count - 1, 0) // 2, count // 2
+    hi = np.minimum(hi, grid.shape[1] - 1)
+    return np.where(count > 0, (ordered[at, lo] + ordered[at, hi]) / 2.0, np.nan), count
 
 
 def _grown(a: NDArray[IntT], n: int) -> NDArray[IntT]:
@@ -202,15 +218,15 @@ class FailSlow:
         watched = slot[sel].astype(np.int64)
         with np.errstate(invalid="ignore"):
             late = self.peer.shortfall(ids[sel]) <= -self.shortfall
-        late &= ~self._usual_heat(watched, ts[sel])
+        late &= ~self._usual_heat(ids[sel], watched, ts[sel])
         np.add.at(self.behind, watched, late)
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
-    def _usual_heat(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
-        """Whether each watched row's GPU reads hotter than its peers now, by no more than is usual for
+    def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+        """Whether each watched series' GPU reads hotter than its peers now, by no more than is usual for
         it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap."""
-        gap = self._gaps(watched, ts)
+        gap = self._gaps(ids, watched, ts)
         seen = np.isfinite(gap)
         if not seen.any():
             return np.zeros(len(watched), dtype=bool)
@@ -221,27 +237,50 @@ class FailSlow:
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
 
-    def _gaps(self, watched: Ids, ts: Floats) -> Floats:
-        """Degrees C each watched row's GPU reads above its peers' median temperature (NaN: no fresh
-        temperature of its own)."""
+    def _temps(self, watched: Ids, ts: Floats) -> Floats:
+        """Each watched row's GPU temperature, when fresh at `ts` (NaN: none of its own)."""
         ent = self.entity[watched]
         paired = (ent >= 0) & (ent < len(self.heat))
         if not paired.any():
             return np.full(len(watched), np.nan)
         heat = np.where(paired, self.heat[np.where(paired, ent, 0)], -1)
         hid = np.where(heat >= 0, heat, 0)
-        r, temp = self.peer.shortfall(hid), self.peer.state.read("last", hid)
+        temp = self.peer.state.read("last", hid)
+        fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
+        return np.where(fresh, temp, np.nan)
+
+    def _gaps(self, ids: Ids, watched: Ids, ts: Floats) -> Floats:
+        """Degrees C each watched series' GPU (`ids`, their rows `watched`) reads above the median
+        temperature of its peers that keep pace (NaN: no fresh temperature of its own). Peers behind are
+        left out: on a hot node several GPUs take turns at their slowdown temperature, and their heat
+        would raise the median that a GPU throttling as they do is measured against. With fewer than
+        `_PACED_MIN` peers keeping pace, against the median of all its peers."""
+        temp = self._temps(watched, ts)
+        if not np.isfinite(temp).any():
+            return temp
+        slot, member = self.peer.peers_of(ids)
+        keep = member != ids[slot]
+        slot, member = slot[keep], member[keep]
+        known = member < len(self.slot)
+        row = np.where(known, self.slot[np.where(known, member, 0)], -1)
+        with np.errstate(invalid="ignore"):
+            paced = (row >= 0) & ~(self.peer.shortfall(member) <= -self.shortfall)
+        peer_temp = np.where(paced, self._temps(np.maximum(row, 0), ts[slot]), np.nan)
+        median, count = _medians(slot[np.isfinite(peer_temp)], peer_temp[np.isfinite(peer_temp)], len(ids))
+        # too few peers keeping pace: all of them (the peer detector's residual, x r / (1 + r))
+        fresh = np.isfinite(temp)  # paired: its entity has a temperature series
+        r = self.peer.shortfall(np.where(fresh, self.heat[np.where(fresh, self.entity[watched], 0)], 0))
         with np.errstate(invalid="ignore", divide="ignore"):
-            fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
-            return np.where(fresh, temp * r / (1.0 + r), np.nan)
+            return np.where(count >= _PACED_MIN, temp - median, temp * r / (1.0 + r))
 
     def _fleet_heat(self, now: float) -> None:
         """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap),
         refreshed once a minute of event time."""
         if now - self._fleet_ts < _FLEET_EVERY_S:
             return
-        rows_ = np.flatnonzero(self.entity >= 0)
-        gaps = self._gaps(rows_, np.full(len(rows_), now))
+        ids = np.flatnonzero(self.slot >= 0)
+        ids = ids[self.entity[self.slot[ids]] >= 0]
+        gaps = self._gaps(ids, self.slot[ids].astype(np.int64), np.full(len(ids), now))
         gaps = gaps[np.isfinite(gaps)]
         self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan
         self._fleet_ts = now

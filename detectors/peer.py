@@ -283,6 +283,18 @@ class PeerDeviation(ArrayState):
         fresh = np.isfinite(last) & (last_ts >= now - self.fresh_s)
         return self._group[members][fresh], last[fresh]
 
+    def peers_of(self, ids: Ids) -> tuple[NDArray[np.intp], Ids]:
+        """Each series' group members, itself included (none without a group): pairs of the series'
+        place in `ids` and a member's id, one run per series."""
+        if self._dirty or len(self._group) < self.state.capacity:
+            self._index_groups()
+        known = ids < len(self._group)
+        group = np.where(known, self._group[np.where(known, ids, 0)], -1)
+        at = np.maximum(group, 0)
+        sizes = np.where(group >= 0, self._starts[at + 1] - self._starts[at], 0)
+        slot, _, members = ragged(self._starts[at], sizes)
+        return slot, self._order[members]
+
     def shortfall(self, ids: Ids) -> Floats:
         """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""
         return self.state.read("resid", ids)

@@ -245,3 +245,26 @@ def test_forgetting_a_temperature_registered_after_every_clock_unpairs_its_gpu()
     fs.watch_heat(temps, clocks)
     fs.forget(temps[5:6])
     assert fs.heat[5] == -1 and (fs.heat[:GPUS] >= 0).sum() == GPUS - 1
+
+
+def test_a_gpu_throttling_as_its_hot_neighbours_do_is_not_counted() -> None:
+    """A hot node (wide-s10 node-07): GPUs 0 and 2 at 94-95 C throttle well behind, 6 and 7 at 89 C
+    throttle a little (not behind), GPU 5 at 90 C throttles behind. Against all its peers' median (89 C)
+    it reads only 1 C hot; against the peers keeping pace (85 C) it is clearly the hot one it is."""
+    peer, fs, ids = paired(0.0)
+    temps = np.array([95.0, 84.0, 94.0, 80.0, 85.0, 90.0, 89.0, 89.0])
+    clocks = np.array([0.79, 1.0, 0.79, 1.0, 1.0, 0.85, 0.95, 0.95])
+    rng, out = np.random.default_rng(6), []
+    for t in range(120):
+        busy = t >= 40  # idle and cool for ten minutes, then the job heats the node up
+        x = np.r_[
+            1965.0 * (clocks if busy else 1.0) + rng.normal(0, 4.0, GPUS),
+            np.round((temps if busy else 40.0) + rng.normal(0, 0.3, GPUS)),
+        ]
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    p = np.array(out)
+    assert p[:, 5].min() == 1.0  # GPU 5's scrapes behind are not counted
+    assert p[:, 0].min() == 1.0 and p[:, 2].min() == 1.0  # nor the hottest ones'
+    assert fs.behind[fs.slot[5]] == 0.0
