@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator
-from typing import ClassVar, Protocol, TypeAlias, cast, runtime_checkable
+from typing import ClassVar, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 Ids = NDArray[np.int64]
 Floats = NDArray[np.float64]
+IntT = TypeVar("IntT", np.int32, np.int64)  # an id map's integer type
 Index = Ids | slice  # series ids, or the same ids as a slice when they are a contiguous ascending range
 Piece = bytes | memoryview
 Pieces = list[Piece]
@@ -217,6 +218,16 @@ def subset(at: Index, where: NDArray[np.bool_] | NDArray[np.intp]) -> Ids:
     if isinstance(at, slice):
         return np.arange(at.start, at.stop, dtype=np.int64)[where]
     return at[where]
+
+
+def grown_id_map(a: NDArray[IntT], n: int) -> NDArray[IntT]:
+    """`a`, an array indexed by series or entity id (-1: none), long enough to hold index n-1 (doubling,
+    at least 1024, new ids -1)."""
+    if n <= len(a):
+        return a
+    out = np.full(max(2 * len(a), n, 1024), -1, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
 
 
 def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp] | slice]:

@@ -43,6 +43,7 @@ from prexid.detectors.base import (
     Stored,
     array_pieces,
     by_rounds,
+    grown_id_map,
     half_life_weight,
     load_array,
     pack_blobs,
@@ -102,7 +103,7 @@ class CoolingDrift:
         """Declare each series' peer group (the peer detector's ids; -1: no peers, never judged)."""
         if not len(ids):
             return
-        self.group_of = _grown(self.group_of, int(ids.max()))
+        self.group_of = grown_id_map(self.group_of, int(ids.max()) + 1)
         self.group_of[ids] = groups
         seen = self.watches(ids)
         self.state["group"][self.slot[ids[seen]]] = groups[seen]
@@ -111,8 +112,8 @@ class CoolingDrift:
         """Watch temperature series (registration time, not per sample), each in its declared group."""
         if not len(ids):
             return
-        self.slot = _grown(self.slot, int(ids.max()))
-        self.group_of = _grown(self.group_of, int(ids.max()))
+        self.slot = grown_id_map(self.slot, int(ids.max()) + 1)
+        self.group_of = grown_id_map(self.group_of, int(ids.max()) + 1)
         new = np.unique(ids[self.slot[ids] < 0])
         reuse = min(len(new), len(self._free))
         reused = np.array([self._free.pop() for _ in range(reuse)], dtype=np.int64)
@@ -252,15 +253,6 @@ class CoolingDrift:
         used = np.zeros(self.rows, dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
-
-
-def _grown(arr: NDArray[np.int32], max_id: int) -> NDArray[np.int32]:
-    """A per-series-id array long enough for `max_id` (doubling; new ids -1)."""
-    if max_id < len(arr):
-        return arr
-    grown = np.full(max(2 * len(arr), max_id + 1, 1024), -1, dtype=np.int32)
-    grown[: len(arr)] = arr
-    return grown
 
 
 _ROWS = 64  # rows to begin with; grown by doubling

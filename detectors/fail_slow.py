@@ -44,8 +44,6 @@ only reads its residuals, and the bank saves the peer detector.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -56,16 +54,16 @@ from prexid.detectors.base import (
     Stored,
     array_pieces,
     by_rounds,
+    grown_id_map,
     load_array,
     pack_blobs,
     rows,
     unpack_blobs,
 )
 from prexid.detectors.pace import PaceSurprise
-from prexid.detectors.peer import PeerDeviation
+from prexid.detectors.peer import PeerDeviation, segment_median
 from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
 
-IntT = TypeVar("IntT", np.int32, np.int64)
 _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
 
@@ -78,28 +76,6 @@ def is_work_rate(name: str, gpu: int | None) -> bool:
 def is_heat(name: str, gpu: int | None) -> bool:
     """Whether a series is a GPU's die temperature: what tells heat throttling from a degrading part."""
     return gpu is not None and name in HEAT_METRICS
-
-
-def _medians(slot: NDArray[np.intp], values: Floats, n: int) -> tuple[Floats, NDArray[np.int64]]:
-    """Median and count of `values` within each of the runs 0..n-1 that `slot` (sorted) names."""
-    count = np.bincount(slot, minlength=n).astype(np.int64)
-    if not len(slot):
-        return np.full(n, np.nan), count
-    grid = np.full((n, int(count.max())), np.nan)
-    grid[slot, np.arange(len(slot)) - np.repeat(np.cumsum(count) - count, count)] = values
-    ordered, at = np.sort(grid, axis=1), np.arange(n)
-    lo, hi = np.maximum(count - 1, 0) // 2, count // 2
-    hi = np.minimum(hi, grid.shape[1] - 1)
-    return np.where(count > 0, (ordered[at, lo] + ordered[at, hi]) / 2.0, np.nan), count
-
-
-def _grown(a: NDArray[IntT], n: int) -> NDArray[IntT]:
-    """`a` (an id map, -1: none) long enough to hold index n-1."""
-    if n <= len(a):
-        return a
-    out = np.full(max(2 * len(a), n, 1024), -1, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
 
 
 class FailSlow:
@@ -144,7 +120,7 @@ class FailSlow:
         if not len(ids):
             return
         ents = np.full(len(ids), -1, dtype=np.int64) if entities is None else entities.astype(np.int64)
-        self.slot = _grown(self.slot, int(ids.max()) + 1)
+        self.slot = grown_id_map(self.slot, int(ids.max()) + 1)
         new, first = np.unique(ids[self.slot[ids] < 0], return_index=True)
         new_ents = ents[self.slot[ids] < 0][first]
         reuse = min(len(new), len(self._free))
@@ -164,7 +140,7 @@ class FailSlow:
         hotter than its peers is throttling for heat, not counted."""
         if not len(ids):
             return
-        self.heat = _grown(self.heat, int(entities.max()) + 1)
+        self.heat = grown_id_map(self.heat, int(entities.max()) + 1)
         self.heat[entities] = ids
 
     def forget(self, ids: Ids) -> None:
@@ -266,7 +242,8 @@ class FailSlow:
         with np.errstate(invalid="ignore"):
             paced = (row >= 0) & ~(self.peer.shortfall(member) <= -self.shortfall)
         peer_temp = np.where(paced, self._temps(np.maximum(row, 0), ts[slot]), np.nan)
-        median, count = _medians(slot[np.isfinite(peer_temp)], peer_temp[np.isfinite(peer_temp)], len(ids))
+        median = segment_median(slot, peer_temp, len(ids))
+        count = np.bincount(slot[np.isfinite(peer_temp)], minlength=len(ids))
         # too few peers keeping pace: all of them (the peer detector's residual, x r / (1 + r))
         fresh = np.isfinite(temp)  # paired: its entity has a temperature series
         r = self.peer.shortfall(np.where(fresh, self.heat[np.where(fresh, self.entity[watched], 0)], 0))

@@ -321,8 +321,8 @@ class PeerDeviation(ArrayState):
             grid = np.full((len(touched), width), np.nan)
             grid[slot, offset] = values
             return _row_stats(grid)
-        median = _segment_median(slot, values, len(touched))
-        mad = _segment_median(slot, np.abs(values - median[slot]), len(touched))
+        median = segment_median(slot, values, len(touched))
+        mad = segment_median(slot, np.abs(values - median[slot]), len(touched))
         return median, _MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
 
     def baseline(self, ids: Ids) -> Floats:
@@ -381,12 +381,12 @@ def _stats(slot: Ids, values: Floats, n: int) -> tuple[Floats, Floats, NDArray[n
         grid = np.full((n, max(int(count.max()), 1)), np.nan)
         grid[slot, offset] = values
         return _row_stats(grid, count)
-    median = _segment_median(slot, values, n)
-    mad = _segment_median(slot, np.abs(values - median[slot]), n)
+    median = segment_median(slot, values, n)
+    mad = segment_median(slot, np.abs(values - median[slot]), n)
     return median, _MAD_TO_SIGMA * mad, count
 
 
-def _segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
+def segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
     """Median of the non-NaN `values` within each segment 0..n-1 (NaN for empty ones), one sort for all."""
     keep = np.isfinite(values)
     slot, values = slot[keep], values[keep]
