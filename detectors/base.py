@@ -180,8 +180,13 @@ class ByRounds:
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
+        self.grow(int(ids.max()))
         return by_rounds(self._update_round, ids, ts, values)
+
+    def grow(self, max_id: int) -> None:
+        """Make `max_id` a row of every per-series array a round indexes: the state here; a detector
+        whose rounds index more (a calibrator, profiles) grows those too, once a batch, not a round."""
+        self.state.ensure(max_id)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Each sample's p for one round, every series in it once."""
