@@ -36,15 +36,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
-    ArrayDetector,
     Floats,
     Ids,
     Index,
     Packed,
-    SeriesState,
     Stored,
     array_pieces,
-    by_rounds,
     half_life_weight,
     load_array,
     pack_blobs,
@@ -53,7 +50,7 @@ from prexid.detectors.base import (
     subset,
     unpack_blobs,
 )
-from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.calibration import Calibrated
 
 _MAD_TO_SIGMA = 1.4826
 _ABS_TO_SIGMA = 1.2533  # E|x| = sigma * sqrt(2 / pi) for Gaussian x
@@ -92,7 +89,7 @@ class Profiles:
         self.cells[:, ids[ids < self.cells.shape[1]]] = np.nan
 
 
-class SeasonalDeviation(ArrayDetector):
+class SeasonalDeviation(Calibrated):
     """Robust |z| of each sample against level + time-of-day profile, where the profile explains the
     series; a tail probability."""
 
@@ -128,7 +125,7 @@ class SeasonalDeviation(ArrayDetector):
         self.clip_sigmas = clip_sigmas
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
-        self.state = SeriesState(
+        super().__init__(
             {
                 "level": np.nan,
                 "mean": 0.0,  # the profile's mean: the level is the cycle's mean
@@ -144,16 +141,11 @@ class SeasonalDeviation(ArrayDetector):
             },
             capacity=64,  # grown on demand: a bank's fixed size stays small (profiles are wide)
         )
-        self.calibrator = TailCalibrator()
         self.profile = Profiles(bins)
 
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        self.calibrator.ensure(int(ids.max()))
-        self.profile.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
+    def grow(self, max_id: int) -> None:
+        super().grow(max_id)
+        self.profile.ensure(max_id)
 
     def explains(self, ids: Ids) -> NDArray[np.bool_]:
         """Whether each series' profile is old enough and halves its spread: where it does, this
