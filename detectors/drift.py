@@ -34,11 +34,20 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids, Index, half_life_weight, pick, rows, subset
+from prexid.detectors.base import (
+    DIFF_TO_SIGMA,
+    Floats,
+    Ids,
+    Index,
+    floored_sigma,
+    half_life_weight,
+    pick,
+    rows,
+    subset,
+)
 from prexid.detectors.calibration import Calibrated, TailCalibrator
 
 Mask = NDArray[np.bool_]
-_DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
 
 class MeanReader(Protocol):
@@ -129,7 +138,7 @@ class DriftCusum(Calibrated):
         ok = np.isfinite(x) & (ts > last)
         first = ok & (n == 0)
         dt = pick(np.isfinite(last), ts - last, 0.0)
-        sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * np.abs(ref), self.abs_floor))
+        sigma = floored_sigma(DIFF_TO_SIGMA * absdiff, ref, self.rel_floor, self.abs_floor)
         with np.errstate(invalid="ignore"):
             z_raw = (x - ref) / sigma
         z = np.clip(z_raw, -self.clip_sigmas, self.clip_sigmas)

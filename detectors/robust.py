@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import Floats, Ids, half_life_weight, pick, rows
+from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, floored_sigma, half_life_weight, pick, rows
 from prexid.detectors.calibration import Calibrated
-
-_MAD_TO_SIGMA = 1.4826
 
 
 class RobustDeviation(Calibrated):
@@ -53,7 +51,7 @@ class RobustDeviation(Calibrated):
         first = ok & (n == 0)
         with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
             dev = x - center
-        sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(center), self.abs_floor))
+        sigma = floored_sigma(MAD_TO_SIGMA * mad, center, self.rel_floor, self.abs_floor)
         judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
             z = pick(judged, np.abs(dev) / sigma, np.nan)

@@ -36,12 +36,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
+    ABS_TO_SIGMA,
+    MAD_TO_SIGMA,
     Floats,
     Ids,
     Index,
     Packed,
     Stored,
     array_pieces,
+    floored_sigma,
     half_life_weight,
     load_array,
     pack_blobs,
@@ -51,9 +54,6 @@ from prexid.detectors.base import (
     unpack_blobs,
 )
 from prexid.detectors.calibration import Calibrated
-
-_MAD_TO_SIGMA = 1.4826
-_ABS_TO_SIGMA = 1.2533  # E|x| = sigma * sqrt(2 / pi) for Gaussian x
 
 
 class Profiles:
@@ -213,7 +213,7 @@ class SeasonalDeviation(Calibrated):
         base = pick(n == 0, x - season, level)
         with np.errstate(invalid="ignore"):
             resid = x - base - season
-        sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(base), self.abs_floor))
+        sigma = floored_sigma(MAD_TO_SIGMA * mad, base, self.rel_floor, self.abs_floor)
         limit = pick(n >= 2, self.clip_sigmas * sigma, np.inf)  # nothing to clip against at first
         step = np.clip(resid, -limit, limit)
         dt = pick(np.isfinite(last), ts - last, 0.0)
@@ -225,7 +225,7 @@ class SeasonalDeviation(Calibrated):
         resid, _, sigma, _, _, _, a_drift, new_drift, _ = self._expect(at, at, ts, x)
         with np.errstate(invalid="ignore", divide="ignore"):
             dsigma = np.maximum(
-                _ABS_TO_SIGMA * self.state["dabs"][at], sigma * np.sqrt(a_drift / (2.0 - a_drift))
+                ABS_TO_SIGMA * self.state["dabs"][at], sigma * np.sqrt(a_drift / (2.0 - a_drift))
             )
             z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / dsigma)
         return self.calibrator.score(at, z)
@@ -254,7 +254,7 @@ class SeasonalDeviation(Calibrated):
             self.profile.cells[int(cell[0]), at] = new_cell
         else:
             self.profile.cells[cell, ids] = new_cell
-        dsigma = np.maximum(_ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
+        dsigma = np.maximum(ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
         new_mad = pick(start, 0.0, mad + a_spread * (np.minimum(np.abs(resid), limit) - mad))
         new_plain = pick(start, 0.0, plain + a_spread * (np.minimum(np.abs(dev), 4.0 * limit) - plain))
         old_enough = ts - first >= self.min_periods * self.period_s
