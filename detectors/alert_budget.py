@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids
+from prexid.detectors.base import Floats
+from prexid.detectors.fleet_null import DAY, FleetNull
 
-_DAY = 86400.0
 LEVELS = ("gpu", "node")
 
 
@@ -43,53 +43,38 @@ class BudgetConfig:
     min_episodes: int = 10
     max_fire: float = 30.0
     prior_excess: float = 2.0  # mean excess over `tail_from`, at one episode's weight
-    half_life_s: float = 7 * _DAY
+    half_life_s: float = 7 * DAY
 
 
-class AlertBudget:
+class AlertBudget(FleetNull):
     """Per-level firing thresholds that hold `pages_per_node_day` on the fleet's own null."""
 
     def __init__(self, config: BudgetConfig, fire: float) -> None:
+        super().__init__(config.half_life_s)
         self.config = config
         self.fire = fire  # the configured threshold: the least any calibration gives
         self.recent = np.zeros((0, config.persist_ticks))  # each entity's last fused scores
         self.start = np.full(0, np.nan)  # the open episode's start, NaN when none
         self.peak = np.zeros(0)  # ... and its highest sustained score
-        self.failed_at = np.full(0, -np.inf)  # the last Xid on the entity's node
         # closed episodes waiting for `confirm_s`: entity, start, end, peak, the threshold they met
         self.pending = np.zeros((0, 5))
-        self.level_of = np.zeros(0, dtype=np.int64)  # 0: GPU, 1: node, by entity
         # the null per level, forgotten with `half_life_s`: episodes below the threshold they met, their
         # summed excess, pages no Xid followed; node-seconds watched (the denominator of both levels)
         self.episodes = np.zeros(2)
         self.excess = np.zeros(2)
         self.paged = np.zeros(2)
         self.node_seconds = 0.0
-        self.last_tick = -np.inf
         self.thresholds = np.full(2, fire)
 
-    def ensure(self, n: int) -> None:
-        grow = n - len(self.start)
-        if grow <= 0:
-            return
+    def _grow(self, grow: int) -> None:
         self.recent = np.vstack([self.recent, np.zeros((grow, self.config.persist_ticks))])
         self.start = np.r_[self.start, np.full(grow, np.nan)]
         self.peak = np.r_[self.peak, np.zeros(grow)]
-        self.failed_at = np.r_[self.failed_at, np.full(grow, -np.inf)]
-        self.level_of = np.r_[self.level_of, np.ones(grow, dtype=np.int64)]
-
-    def failed(self, entities: Ids, at: float) -> None:
-        """An Xid on these entities (a node and its GPUs): their episodes until now are not the null."""
-        self.failed_at[entities] = np.maximum(self.failed_at[entities], at)
 
     def observe(self, tick: float, fused: Floats, is_gpu: NDArray[np.bool_]) -> Floats:
         """Fold one tick's fused scores in; the firing threshold of each entity for this tick."""
         cfg, n = self.config, len(fused)
-        self.ensure(n)
-        self.level_of[:n] = np.where(is_gpu, 0, 1)
-        dt = tick - self.last_tick if np.isfinite(self.last_tick) else 0.0
-        self.last_tick = tick
-        fade = float(np.exp2(-dt / cfg.half_life_s))
+        dt, fade = self._tick(tick, is_gpu)
         self.episodes *= fade
         self.excess *= fade
         self.paged *= fade
@@ -134,7 +119,7 @@ class AlertBudget:
 
     def _calibrate(self) -> None:
         cfg = self.config
-        node_days = self.node_seconds / _DAY
+        node_days = self.node_seconds / DAY
         if node_days < cfg.min_node_days:
             return
         rate = self.episodes / node_days  # episodes over `tail_from` per node-day, per level
@@ -147,7 +132,7 @@ class AlertBudget:
     def null_rate(self) -> Floats:
         """Per level, the false pages a node-day the null predicts at the current thresholds."""
         cfg = self.config
-        node_days = max(self.node_seconds / _DAY, 1e-9)
+        node_days = max(self.node_seconds / DAY, 1e-9)
         scale = (self.excess + cfg.prior_excess) / (self.episodes + 1.0)
         over = np.exp(-(self.thresholds - cfg.tail_from) / scale)
         return np.asarray(self.episodes / node_days * over, dtype=np.float64)
@@ -155,7 +140,7 @@ class AlertBudget:
     def realised_rate(self) -> Floats:
         """Per level, pages a node-day that no Xid followed within `confirm_s`: false pages at most (a
         fault without an Xid, or with one hours later, counts here too)."""
-        return np.asarray(self.paged / max(self.node_seconds / _DAY, 1e-9), dtype=np.float64)
+        return np.asarray(self.paged / max(self.node_seconds / DAY, 1e-9), dtype=np.float64)
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
         return {

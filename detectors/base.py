@@ -21,6 +21,11 @@ IntT = TypeVar("IntT", np.int32, np.int64)  # an id map's integer type
 Index = Ids | slice  # series ids, or the same ids as a slice when they are a contiguous ascending range
 Piece = bytes | memoryview
 Pieces = list[Piece]
+# Gaussian noise's sigma from a robust spread: the median absolute deviation, the mean absolute value,
+# and the mean absolute first difference (E|x_t - x_{t-1}| = 2 sigma / sqrt(pi) for iid noise)
+MAD_TO_SIGMA = 1.4826
+ABS_TO_SIGMA = 1.2533
+DIFF_TO_SIGMA = ABS_TO_SIGMA / np.sqrt(2.0)
 # A part of a snapshot as read back (`read_blobs`): a leaf's bytes, or the parts of a nested blob.
 Stored: TypeAlias = bytearray | list["Stored"]
 
@@ -180,8 +185,13 @@ class ByRounds:
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
+        self.grow(int(ids.max()))
         return by_rounds(self._update_round, ids, ts, values)
+
+    def grow(self, max_id: int) -> None:
+        """Make `max_id` a row of every per-series array a round indexes: the state here; a detector
+        whose rounds index more (a calibrator, profiles) grows those too, once a batch, not a round."""
+        self.state.ensure(max_id)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Each sample's p for one round, every series in it once."""
@@ -305,6 +315,12 @@ def half_life_weight(dt: Floats, half_life: float) -> Floats:
     if len(dt) > 1 and dt[0] == dt[-1] and bool((dt == dt[0]).all()):
         return np.full(len(dt), 1.0 - np.exp2(-dt[:1] / half_life)[0])
     return np.asarray(1.0 - np.exp2(-dt / half_life))
+
+
+def floored_sigma(sigma: Floats, level: Floats, rel_floor: float, abs_floor: float) -> Floats:
+    """`sigma`, at least `rel_floor` of |level| and `abs_floor`: a series that has not moved yet (a
+    spread of 0) must not make its first small wiggle infinitely surprising."""
+    return np.maximum(sigma, np.maximum(rel_floor * np.abs(level), abs_floor))
 
 
 NESTED = 1 << 63  # in a blob's length prefix: its content is blobs too

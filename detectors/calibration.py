@@ -25,10 +25,22 @@ costs one gather and one scatter; the GPD is evaluated only for the few scores a
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import ArrayState, Floats, Ids, Index, SeriesState, pick, subset
+from prexid.detectors.base import (
+    ArrayDetector,
+    ArrayState,
+    ByRounds,
+    Floats,
+    Ids,
+    Index,
+    SeriesState,
+    pick,
+    subset,
+)
 
 P_FLOOR = 1e-12
 _XI_MAX = 0.45
@@ -153,3 +165,21 @@ class TailCalibrator(ArrayState):
 
     def ensure(self, max_id: int) -> None:
         self.state.ensure(max_id)
+
+
+class Calibrated(ByRounds, ArrayDetector):
+    """A gauge detector whose raw score (a robust |z|, a CUSUM height) is calibrated against each series'
+    own history by `calibrator`, saved after the state: the state, the rounds and the calibrator's rows
+    are set up once here rather than again in every such detector."""
+
+    nested: ClassVar[tuple[str, ...]] = ("calibrator",)
+
+    def __init__(
+        self, fields: dict[str, float], capacity: int = 1024, calibrator: TailCalibrator | None = None
+    ) -> None:
+        self.state = SeriesState(fields, capacity)
+        self.calibrator = TailCalibrator() if calibrator is None else calibrator
+
+    def grow(self, max_id: int) -> None:
+        super().grow(max_id)
+        self.calibrator.ensure(max_id)

@@ -35,21 +35,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
-    ArrayDetector,
+    DIFF_TO_SIGMA,
     Floats,
     Ids,
     Index,
-    SeriesState,
-    by_rounds,
+    floored_sigma,
     half_life_weight,
     pick,
     rows,
     subset,
 )
-from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.calibration import Calibrated, TailCalibrator
 
 Mask = NDArray[np.bool_]
-_DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
 
 class MeanReader(Protocol):
@@ -58,12 +56,11 @@ class MeanReader(Protocol):
         with `n` means before them."""
 
 
-class DriftCusum(ArrayDetector):
+class DriftCusum(Calibrated):
     """Two-sided CUSUM height of each series against its slow reference, as a tail probability."""
 
     name = "drift_cusum"
     baseline_of = "ref"
-    nested = ("calibrator",)
 
     def __init__(
         self,
@@ -88,7 +85,7 @@ class DriftCusum(ArrayDetector):
         self.max_run_s = max_run_s
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
-        self.state = SeriesState(
+        super().__init__(
             {
                 "ref": np.nan,
                 "absdiff": 0.0,
@@ -103,9 +100,9 @@ class DriftCusum(ArrayDetector):
                 "bstart": np.nan,
                 "bseen": -np.inf,
                 "p": 1.0,  # the evidence of the last closed batch
-            }
+            },
+            calibrator=TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05),
         )
-        self.calibrator = TailCalibrator(threshold=3.0, prior_rate=0.065, prior_mean_excess=1.05)
         self.reader: MeanReader | None = None  # who else reads each closed mean (the trend detector)
 
     def rising(self, ids: Ids) -> NDArray[np.bool_]:
@@ -114,14 +111,7 @@ class DriftCusum(ArrayDetector):
         which way it drifts."""
         return np.asarray(self.state.read("hi", ids) >= self.state.read("lo", ids))
 
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        self.calibrator.ensure(int(ids.max()))
-        return by_rounds(self._batch_round, ids, ts, values)
-
-    def _batch_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Fold each sample into its series' open batch; a batch `batch_s` old closes into the CUSUM."""
         st, at = self.state, rows(ids)
         seen, opened = st["bseen"][at], st["bstart"][at]
@@ -137,17 +127,18 @@ class DriftCusum(ArrayDetector):
             c, mean = subset(at, shut), bsum[shut] / bn[shut]
             if self.reader is not None:
                 self.reader.read_means(c, 0.5 * (start[shut] + ts[shut]), mean, st["prev"][c], st["n"][c])
-            st["p"][c] = self._update_round(c, ts[shut], mean)
+            st["p"][c] = self._cusum(c, ts[shut], mean)
             st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
         return st.read("p", ids)
 
-    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+    def _cusum(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """Fold closed batch means into the CUSUM; each one's calibrated p."""
         st, at = self.state, rows(ids)
         ref, absdiff, prev, n, last = (st[k][at] for k in ("ref", "absdiff", "prev", "n", "last_ts"))
         ok = np.isfinite(x) & (ts > last)
         first = ok & (n == 0)
         dt = pick(np.isfinite(last), ts - last, 0.0)
-        sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * np.abs(ref), self.abs_floor))
+        sigma = floored_sigma(DIFF_TO_SIGMA * absdiff, ref, self.rel_floor, self.abs_floor)
         with np.errstate(invalid="ignore"):
             z_raw = (x - ref) / sigma
         z = np.clip(z_raw, -self.clip_sigmas, self.clip_sigmas)

@@ -32,8 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import Floats, Ids
-
-_DAY = 86400.0
+from prexid.detectors.fleet_null import DAY, FleetNull
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +45,7 @@ class CalibrationConfig:
     sustained_confirm_s: float = 6 * 3600.0
     prior_entity_days: float = 1.0  # the cold start: this much exposure at the nominal rate
     sigmas: float = 2.0  # episodes counted at their Poisson lower bound: a few are no evidence
-    half_life_s: float = 7 * _DAY
+    half_life_s: float = 7 * DAY
     max_shift: float = 6.0
 
 
@@ -64,53 +63,44 @@ def _crossings(
     return rows[i], fam, lev
 
 
-class FamilyCalibration:
+class FamilyCalibration(FleetNull):
     """Per (level, family) downward shift of surprise that holds each family's episodes to their nominal
     rate on the fleet's healthy entities."""
 
     def __init__(self, n_families: int, config: CalibrationConfig | None = None) -> None:
         self.config = config or CalibrationConfig()
         cfg = self.config
+        super().__init__(cfg.half_life_s)
         self.n_families = n_families
         self.levels = np.asarray(cfg.levels, dtype=np.float64)
         k = len(self.levels)
-        self.nominal = _DAY / cfg.step_s * np.power(10.0, -self.levels)  # episodes per entity-day, by L
+        self.nominal = DAY / cfg.step_s * np.power(10.0, -self.levels)  # episodes per entity-day, by L
         self.above = np.zeros((0, n_families, k), dtype=bool)  # held evidence at or over each level
-        self.level_of = np.zeros(0, dtype=np.int64)  # 0: GPU, 1: node, by entity
         # episodes booked within `confirm_s`, taken back if their node has an Xid or their entity pages:
         # entity, family, level index, start
         self.pending = np.zeros((0, 4))
         # the null, forgotten with `half_life_s`: episodes per (level, family, L); entity-days watched
         self.episodes = np.zeros((2, n_families, k))
         self.exposure = np.zeros((2, n_families))
-        self.last_tick = -np.inf
         self.shift = np.zeros((2, n_families))  # what each (level, family)'s surprise is lowered by
         # The same for sustained evidence (the hard-error path that pages alone), booked once confirmed
-        self.failed_at = np.full(0, -np.inf)  # the last Xid on the entity's node
         self.alerted_at = np.full(0, -np.inf)  # the last tick the entity was paging
         self.sustained_above = np.zeros((0, n_families, k), dtype=bool)
         self.sustained_pending = np.zeros((0, 4))
         self.sustained_episodes = np.zeros((2, n_families, k))
         self.sustained_shift = np.zeros((2, n_families))
 
-    def ensure(self, n: int) -> None:
-        grow = n - len(self.level_of)
-        if grow <= 0:
-            return
+    def _grow(self, grow: int) -> None:
         k = len(self.levels)
         self.above = np.concatenate([self.above, np.zeros((grow, self.n_families, k), dtype=bool)])
-        self.level_of = np.r_[self.level_of, np.ones(grow, dtype=np.int64)]
-        self.failed_at = np.r_[self.failed_at, np.full(grow, -np.inf)]
         self.alerted_at = np.r_[self.alerted_at, np.full(grow, -np.inf)]
         self.sustained_above = np.concatenate(
             [self.sustained_above, np.zeros((grow, self.n_families, k), dtype=bool)]
         )
 
     def failed(self, entities: Ids, at: float) -> None:
-        """An Xid at `at` on these entities (a node and its GPUs): their episodes booked before it, within
-        `confirm_s`, were a failure's, not the null's."""
-        self.ensure(int(entities.max(initial=-1)) + 1)
-        self.failed_at[entities] = np.maximum(self.failed_at[entities], at)
+        """Also take back the entities' episodes booked before the Xid, within `confirm_s`."""
+        super().failed(entities, at)
         self._retract(np.isin(self.pending[:, 0].astype(np.int64), entities) & (self.pending[:, 3] <= at))
 
     def per_entity(self, is_gpu: NDArray[np.bool_]) -> tuple[Floats, Floats]:
@@ -138,17 +128,13 @@ class FamilyCalibration:
         Episodes are booked as they open, so a fleet calibrates within its first hours: one that turns
         out a failure's (an Xid on its node) or an alert's within `confirm_s` is taken back."""
         cfg, n = self.config, len(evidence)
-        self.ensure(n)
-        self.level_of[:n] = np.where(is_gpu, 0, 1)
-        dt = tick - self.last_tick if np.isfinite(self.last_tick) else 0.0
-        self.last_tick = tick
-        fade = float(np.exp2(-dt / cfg.half_life_s))
+        dt, fade = self._tick(tick, is_gpu)
         self.episodes *= fade
         self.sustained_episodes *= fade
         watched = present & ~alerting[:, None]
         self.exposure *= fade
-        self.exposure[0] += dt / _DAY * watched[is_gpu].sum(axis=0)
-        self.exposure[1] += dt / _DAY * watched[~is_gpu].sum(axis=0)
+        self.exposure[0] += dt / DAY * watched[is_gpu].sum(axis=0)
+        self.exposure[1] += dt / DAY * watched[~is_gpu].sum(axis=0)
 
         ent, fam, lev = _crossings(evidence, self.above, self.levels, watched)
         if len(ent):

@@ -19,27 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import (
-    ArrayDetector,
-    Floats,
-    Ids,
-    SeriesState,
-    by_rounds,
-    half_life_weight,
-    pick,
-    rows,
-)
-from prexid.detectors.calibration import TailCalibrator
-
-_MAD_TO_SIGMA = 1.4826
+from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, floored_sigma, half_life_weight, pick, rows
+from prexid.detectors.calibration import Calibrated
 
 
-class RobustDeviation(ArrayDetector):
+class RobustDeviation(Calibrated):
     """Two-sided robust z-score of each sample against its series' own baseline, as a tail probability."""
 
     name = "robust_deviation"
     baseline_of = "center"
-    nested = ("calibrator",)
 
     def __init__(
         self,
@@ -54,15 +42,7 @@ class RobustDeviation(ArrayDetector):
         self.clip_sigmas = clip_sigmas
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
-        self.state = SeriesState({"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf})
-        self.calibrator = TailCalibrator()
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        self.calibrator.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
+        super().__init__({"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf})
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)
@@ -71,7 +51,7 @@ class RobustDeviation(ArrayDetector):
         first = ok & (n == 0)
         with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
             dev = x - center
-        sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(center), self.abs_floor))
+        sigma = floored_sigma(MAD_TO_SIGMA * mad, center, self.rel_floor, self.abs_floor)
         judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
             z = pick(judged, np.abs(dev) / sigma, np.nan)

@@ -36,15 +36,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
-    ArrayDetector,
+    ABS_TO_SIGMA,
+    MAD_TO_SIGMA,
     Floats,
     Ids,
     Index,
     Packed,
-    SeriesState,
     Stored,
     array_pieces,
-    by_rounds,
+    floored_sigma,
     half_life_weight,
     load_array,
     pack_blobs,
@@ -53,10 +53,7 @@ from prexid.detectors.base import (
     subset,
     unpack_blobs,
 )
-from prexid.detectors.calibration import TailCalibrator
-
-_MAD_TO_SIGMA = 1.4826
-_ABS_TO_SIGMA = 1.2533  # E|x| = sigma * sqrt(2 / pi) for Gaussian x
+from prexid.detectors.calibration import Calibrated
 
 
 class Profiles:
@@ -92,7 +89,7 @@ class Profiles:
         self.cells[:, ids[ids < self.cells.shape[1]]] = np.nan
 
 
-class SeasonalDeviation(ArrayDetector):
+class SeasonalDeviation(Calibrated):
     """Robust |z| of each sample against level + time-of-day profile, where the profile explains the
     series; a tail probability."""
 
@@ -128,7 +125,7 @@ class SeasonalDeviation(ArrayDetector):
         self.clip_sigmas = clip_sigmas
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
-        self.state = SeriesState(
+        super().__init__(
             {
                 "level": np.nan,
                 "mean": 0.0,  # the profile's mean: the level is the cycle's mean
@@ -144,16 +141,11 @@ class SeasonalDeviation(ArrayDetector):
             },
             capacity=64,  # grown on demand: a bank's fixed size stays small (profiles are wide)
         )
-        self.calibrator = TailCalibrator()
         self.profile = Profiles(bins)
 
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        self.calibrator.ensure(int(ids.max()))
-        self.profile.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
+    def grow(self, max_id: int) -> None:
+        super().grow(max_id)
+        self.profile.ensure(max_id)
 
     def explains(self, ids: Ids) -> NDArray[np.bool_]:
         """Whether each series' profile is old enough and halves its spread: where it does, this
@@ -221,7 +213,7 @@ class SeasonalDeviation(ArrayDetector):
         base = pick(n == 0, x - season, level)
         with np.errstate(invalid="ignore"):
             resid = x - base - season
-        sigma = np.maximum(_MAD_TO_SIGMA * mad, np.maximum(self.rel_floor * np.abs(base), self.abs_floor))
+        sigma = floored_sigma(MAD_TO_SIGMA * mad, base, self.rel_floor, self.abs_floor)
         limit = pick(n >= 2, self.clip_sigmas * sigma, np.inf)  # nothing to clip against at first
         step = np.clip(resid, -limit, limit)
         dt = pick(np.isfinite(last), ts - last, 0.0)
@@ -233,7 +225,7 @@ class SeasonalDeviation(ArrayDetector):
         resid, _, sigma, _, _, _, a_drift, new_drift, _ = self._expect(at, at, ts, x)
         with np.errstate(invalid="ignore", divide="ignore"):
             dsigma = np.maximum(
-                _ABS_TO_SIGMA * self.state["dabs"][at], sigma * np.sqrt(a_drift / (2.0 - a_drift))
+                ABS_TO_SIGMA * self.state["dabs"][at], sigma * np.sqrt(a_drift / (2.0 - a_drift))
             )
             z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / dsigma)
         return self.calibrator.score(at, z)
@@ -262,7 +254,7 @@ class SeasonalDeviation(ArrayDetector):
             self.profile.cells[int(cell[0]), at] = new_cell
         else:
             self.profile.cells[cell, ids] = new_cell
-        dsigma = np.maximum(_ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
+        dsigma = np.maximum(ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
         new_mad = pick(start, 0.0, mad + a_spread * (np.minimum(np.abs(resid), limit) - mad))
         new_plain = pick(start, 0.0, plain + a_spread * (np.minimum(np.abs(dev), 4.0 * limit) - plain))
         old_enough = ts - first >= self.min_periods * self.period_s

@@ -37,12 +37,19 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import erfc
 
-from prexid.detectors.base import ArrayDetector, Floats, Ids, Saved, SeriesState, pick
+from prexid.detectors.base import (
+    DIFF_TO_SIGMA,
+    ArrayDetector,
+    Floats,
+    Ids,
+    Saved,
+    SeriesState,
+    floored_sigma,
+    pick,
+)
 from prexid.detectors.calibration import P_FLOOR
 from prexid.detectors.drift import DriftCusum
 from prexid.detectors.seasonal import SeasonalDeviation
-
-_DIFF_TO_SIGMA = 1.2533 / np.sqrt(2.0)  # E|x_t - x_{t-1}| = 2σ/√π for iid Gaussian noise
 
 
 def _slope_spread(a: float) -> float:
@@ -143,8 +150,8 @@ class TrendShift(ArrayDetector):
         x = mean if self.seasonal is None else mean - self.seasonal.season(at, mid)
         absdiff = st["absdiff"][at]
         first = n == 0
-        level = np.abs(pick(first, x, st["s1"][at]))
-        sigma = np.maximum(_DIFF_TO_SIGMA * absdiff, np.maximum(self.rel_floor * level, self.abs_floor))
+        level = pick(first, x, st["s1"][at])
+        sigma = floored_sigma(DIFF_TO_SIGMA * absdiff, level, self.rel_floor, self.abs_floor)
         z = self._smooth(at, x, sigma, first)
         spread2 = st["spread2"][at]
         scale2 = np.maximum(spread2 / self.spread_bias, 1.0)

@@ -24,25 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import (
-    ArrayDetector,
-    Floats,
-    Ids,
-    SeriesState,
-    by_rounds,
-    half_life_weight,
-    pick,
-    rows,
-)
-from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.base import Floats, Ids, half_life_weight, pick, rows
+from prexid.detectors.calibration import Calibrated
 
 
-class VarianceShift(ArrayDetector):
+class VarianceShift(Calibrated):
     """One-sided z of the short over the long mean square of first differences, as a tail probability."""
 
     name = "variance_shift"
     baseline_of = "prev"
-    nested = ("calibrator",)
 
     def __init__(
         self,
@@ -59,17 +49,9 @@ class VarianceShift(ArrayDetector):
         self.ref_memory = ref_memory
         self.clip2 = clip_sigmas**2
         self.abs_floor = abs_floor
-        self.state = SeriesState(
+        super().__init__(
             {"prev": np.nan, "short": 0.0, "long": 0.0, "n": 0.0, "last_ts": -np.inf}, capacity=64
         )
-        self.calibrator = TailCalibrator()
-
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
-        self.calibrator.ensure(int(ids.max()))
-        return by_rounds(self._update_round, ids, ts, values)
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)

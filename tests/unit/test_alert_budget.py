@@ -118,3 +118,12 @@ def test_a_raised_threshold_does_not_silence_a_single_sustained_family_carrying_
     fused = np.array([10.0, 12.0, 12.0])
     fire = pipeline._fire_thresholds(pipeline.budget, 0.0, fused, np.array([True, True, False]))
     np.testing.assert_allclose(fire, [FIRE, 15.0, 15.0])
+
+
+def test_an_xid_on_entities_not_seen_yet_grows_their_rows() -> None:
+    """The budget and the family calibration share `FleetNull.failed`: an Xid may name entities no tick
+    has shown the budget yet, and is kept for them rather than indexing past its rows."""
+    budget = AlertBudget(BudgetConfig(), FIRE)
+    budget.failed(np.array([3, 4], dtype=np.int64), 100.0)
+    assert budget.failed_at.tolist() == [-np.inf, -np.inf, -np.inf, 100.0, 100.0]
+    assert budget.level_of.tolist() == [1, 1, 1, 1, 1] and len(budget.start) == len(budget.recent) == 5
