@@ -8,7 +8,12 @@ scored nor learnt from for `restart_quiet_s` after it.
 A reading equal to the last one, on a counter that moved at its last reading, is a repeated scrape
 (an exporter serving its cache: dcgm-exporter collects every 30 s and is scraped every 15 s; a
 node-exporter answering late): it is skipped, and the next reading's rate spans both intervals. A
-second repeat in a row is a counter that stopped (a stalled mount), scored as a zero rate.
+second repeat in a row is a counter that stopped (a stalled mount), scored as a zero rate; the rate of
+the reading that moves again spans every interval since the last one that moved. An exporter serving
+a stale value for three scrapes, then the fresh one, is a counter that went on counting all along: its
+rate over the last 15 s alone read as three times the usual (wide tuning cell seed 21 paged a GPU for
+its energy counter's "power" so), while a mount that truly stalled resumes at a rate diluted by its
+stall, which its zero rates have reported already.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ class CounterRate(ByRounds, ArrayState):
         quiet = np.where(reset, ts + self.restart_quiet_s, quiet)
         seen = ok & np.isfinite(last) & (ts > quiet)
         st["last"][ids] = np.where(ok, x, last)
-        st["last_ts"][ids] = np.where(ok, ts, last_ts)
+        st["last_ts"][ids] = np.where(ok & ~same, ts, last_ts)  # a reading that moved: see the module
         st["quiet_until"][ids] = quiet
         p = np.ones(len(ids))
         if seen.any():

@@ -10,7 +10,10 @@ and does not fade as an own-history detector would once the slow level became th
 
 Not every GPU behind its peers is degrading. One that runs hotter than the peers keeping pace
 (`heat_margin_c` above the median temperature of those not behind: on a hot node several GPUs take
-turns at their slowdown temperature, and their heat must not raise the bar) is throttling for heat:
+turns at their slowdown temperature, and their heat must not raise the bar; or by any amount, when it
+is among its fleet's hottest GPUs, at or above the `fleet_quantile` of their temperatures: a node at a
+hot inlet has every GPU at its slowdown temperature, throttling in turns a degree or two above the
+others) is throttling for heat:
 a hot slot, a hot inlet, a poorly cooled part at its slowdown temperature while its peers are not,
 again in every busy period. That is its slot's fact, not a
 change in the GPU, and its scrapes behind are not counted while its heat is usual: no more than
@@ -99,6 +102,7 @@ class FailSlow:
         self.heat_margin_c, self.new_heat_c, self.heat_memory_s = heat_margin_c, new_heat_c, heat_memory_s
         self.fleet_quantile = fleet_quantile
         self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
+        self._fleet_temp = np.nan  # ... and the temperature its hottest GPUs read then
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
@@ -209,7 +213,11 @@ class FailSlow:
         self._fleet_heat(float(ts.max()))
         with np.errstate(invalid="ignore"):
             usual = np.fmax(self.gap[watched], self._fleet_gap)
-            hot = seen & (gap >= self.heat_margin_c) & ~(gap > usual + self.new_heat_c)
+            # among the fleet's hottest GPUs, any heat over the peers keeping pace will do: a node at a hot
+            # inlet has all its GPUs at their slowdown temperature, and they throttle in turns, each a
+            # degree or two above the others
+            hottest = (gap > 0.0) & (self._temps(watched, ts) >= self._fleet_temp)
+            hot = seen & ((gap >= self.heat_margin_c) | hottest) & ~(gap > usual + self.new_heat_c)
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
 
@@ -251,15 +259,18 @@ class FailSlow:
             return np.where(count >= _PACED_MIN, temp - median, temp * r / (1.0 + r))
 
     def _fleet_heat(self, now: float) -> None:
-        """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap),
-        refreshed once a minute of event time."""
+        """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap), and
+        the temperature they read (the same quantile of their temperatures), refreshed once a minute of
+        event time."""
         if now - self._fleet_ts < _FLEET_EVERY_S:
             return
         ids = np.flatnonzero(self.slot >= 0)
         ids = ids[self.entity[self.slot[ids]] >= 0]
         gaps = self._gaps(ids, self.slot[ids].astype(np.int64), np.full(len(ids), now))
-        gaps = gaps[np.isfinite(gaps)]
+        temps = self._temps(self.slot[ids].astype(np.int64), np.full(len(ids), now))
+        gaps, temps = gaps[np.isfinite(gaps)], temps[np.isfinite(temps)]
         self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan
+        self._fleet_temp = float(np.quantile(temps, self.fleet_quantile)) if len(temps) >= 8 else np.nan
         self._fleet_ts = now
 
     def _learn_gap(self, rows_: Ids, ts: Floats, gap: Floats) -> None:
@@ -291,7 +302,7 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        fleet = np.array([self._fleet_gap, self._fleet_ts])
+        fleet = np.array([self._fleet_gap, self._fleet_ts, self._fleet_temp])
         pairs = tuple(
             array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts, self.gap_from, fleet)
         )
@@ -314,7 +325,7 @@ class FailSlow:
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
-        self._fleet_gap, self._fleet_ts = (float(v) for v in load_array(fleet))
+        self._fleet_gap, self._fleet_ts, self._fleet_temp = (float(v) for v in load_array(fleet))
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])

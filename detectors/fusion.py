@@ -197,11 +197,15 @@ class Fusion:
             np.maximum.at(self.error_held.reshape(-1), cells[err], s[err])
         won = s >= flat[cells]
         top = cells[won]
+        # new top evidence the other way, or from an error counter, is judged afresh against the load; the
+        # same movement going on (heat still falling a quarter of an hour after the CPU load eased, on a
+        # sensor's thermal lag) stays the load's while its evidence holds, however its surprise grows
+        turned = self.top_rising.reshape(-1)[top] != up[won]
         self.top_series.reshape(-1)[top] = ev.ids[hot][won]
         self.top_value.reshape(-1)[top] = ev.values[hot][won]
         self.top_rising.reshape(-1)[top] = up[won]
         self.top_error.reshape(-1)[top] = False if errors is None else errors[hot][won]
-        self.explained.reshape(-1)[top] = False  # new top evidence: judged afresh against the load
+        self.explained.reshape(-1)[top] &= ~turned & ~self.top_error.reshape(-1)[top]
         own = ev.ids[hot] == self.top_series.reshape(-1)[cells]  # the cell's strongest series speaking
         np.maximum.at(self.fresh_top.reshape(-1), cells[own], s[own])
 
@@ -318,8 +322,10 @@ class Fusion:
         dip's). All is judged before this tick's clearing and node lifting: a checkpoint's I/O, cleared
         as shared at once, still explains the latency, retransmits and heat it leaves behind, and the
         heat of a job starting on every GPU of a node is not credited to the node as a cooling fault.
-        A cell once explained stays so until new evidence tops it; a cell whose strongest series is an
-        error counter is never the load's.
+        A cell once explained stays so while its evidence holds, until evidence the other way (or from
+        an error counter) tops it: a sensor's thermal lag outlasts the load's memory, and heat still
+        falling the same way, ever more surprising to its own baseline, is the same movement. A cell
+        whose strongest series is an error counter is never the load's.
         """
         out = (self.explained & (self.held >= self.config.vote_min)) | self._moved_with(LOAD_COUPLED)
         self.explained = out

@@ -30,6 +30,10 @@ class RateLimiter:
         times.append(at)
         return True
 
+    def mute(self, entity: int) -> None:
+        """Withhold this entity's current episode for another reason than its cap (not counted)."""
+        self.muted.add(entity)
+
     def allow_resolve(self, entity: int) -> bool:
         """A resolve is emitted only if its firing was."""
         if entity in self.muted:

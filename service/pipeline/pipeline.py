@@ -466,16 +466,25 @@ class Pipeline:
         alerts = [
             self._transition_alert(t)
             for t in self.lifecycle.step(fused, tick, fire, fusion.alone_hard >= self.config.lifecycle.fire)
-            if (
-                self.rate_limit.allow_firing(t.entity, t.at)
-                if t.firing
-                else self.rate_limit.allow_resolve(t.entity)
-            )
+            if self._allowed(t)
         ]
         alerts += self.cluster_alerts.step(self.fusion, tick, self.raises_cluster_alerts)
         for node in self.xid_alerts.back:  # silent while its Xid fired, and reporting again: rebooted
             self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)
+
+    def _allowed(self, tr: Transition) -> bool:
+        """Whether a transition pages: not a GPU's warning while its own Xid alert fires (the fault is
+        known and paged; the errors, heat or slowness that go on until its repair are that fault's, not
+        a warning of another), and not past the entity's hourly cap. Either withholds the episode's
+        resolve too."""
+        if not tr.firing:
+            return self.rate_limit.allow_resolve(tr.entity)
+        ent = self.registry.entities[tr.entity]
+        if ent.gpu is not None and (ent.node, ent.gpu) in self.xid_alerts.firing_gpus():
+            self.rate_limit.mute(tr.entity)
+            return False
+        return self.rate_limit.allow_firing(tr.entity, tr.at)
 
     def _fire_thresholds(
         self, budget: AlertBudget, tick: float, fused: NDArray[np.float64], is_gpu: NDArray[np.bool_]

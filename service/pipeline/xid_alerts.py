@@ -116,6 +116,14 @@ class XidAlerts:
     def firing_nodes(self) -> set[str]:
         return {a.node for fp in self.last_event if (a := self.book.active.get(fp)) is not None}
 
+    def firing_gpus(self) -> set[tuple[str, int]]:
+        """(node, GPU) of the firing Xid alerts that name their GPU."""
+        return {
+            (a.node, a.gpu)
+            for fp in self.last_event
+            if (a := self.book.active.get(fp)) is not None and a.gpu is not None
+        }
+
     def went_silent(self, nodes: set[str]) -> None:
         """These nodes' own series stopped reporting (a reboot, or a node down)."""
         self.down |= nodes & self.firing_nodes()

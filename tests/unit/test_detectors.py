@@ -220,6 +220,19 @@ def test_a_repeated_counter_reading_is_a_cached_scrape_but_a_counter_that_stays_
     assert p[330:345].min() < 1e-6
 
 
+def test_a_counter_served_stale_for_three_scrapes_resumes_at_its_usual_rate() -> None:
+    """Wide tuning cell seed 21: an energy counter read the same value three scrapes running (a stale
+    exporter), then the fresh one. The rise since the last moving reading spans all four intervals; over
+    the last one alone it read as 3x the usual power (p = 10^-8.6) and paged with an error burst."""
+    rate = np.full((400, 1), 1e6) + np.tile([[0.0], [1e4]], (200, 1))
+    x = np.cumsum(rate * STEP, axis=0)
+    stale = np.arange(100, 380, 40)
+    for k in stale:
+        x[k + 1 : k + 4] = x[k]  # the 2nd and 3rd repeats are scored as a stopped counter: zero rates
+    p = scores(CounterRate(), x)
+    assert p[stale + 4].min() > 1e-4
+
+
 def test_a_counter_restart_is_followed_by_a_quiet_period_then_scored_again() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     x = np.cumsum(rate * STEP, axis=0)

@@ -268,3 +268,39 @@ def test_a_gpu_throttling_as_its_hot_neighbours_do_is_not_counted() -> None:
     assert p[:, 5].min() == 1.0  # GPU 5's scrapes behind are not counted
     assert p[:, 0].min() == 1.0 and p[:, 2].min() == 1.0  # nor the hottest ones'
     assert fs.behind[fs.slot[5]] == 0.0
+
+
+def _turns(hot_node: int, slow_node: int) -> tuple[FailSlow, np.ndarray]:
+    """Two nodes of 8 GPUs (ids 0-15 SM clocks, 16-31 their temperatures): `hot_node` at 89 C (a hot
+    inlet), the other at 75 C; on `slow_node`, from the 40th scrape, its GPUs take turns 12% behind the
+    others while 1.5 C hotter than them. Returns fail-slow and each scrape's p per clock."""
+    peer, ids = PeerDeviation(), np.arange(4 * GPUS, dtype=np.int64)
+    fs = FailSlow(peer)
+    peer.set_groups(ids, ids // GPUS)
+    clocks = np.arange(2 * GPUS, dtype=np.int64)
+    fs.watch(clocks, clocks)
+    fs.watch_heat(clocks + 2 * GPUS, clocks)
+    rng, out = np.random.default_rng(8), []
+    base = np.where(np.arange(2 * GPUS) // GPUS == hot_node, 89.0, 75.0)
+    for t in range(160):
+        clock, temp = 1965.0 + rng.normal(0, 4.0, 2 * GPUS), base + rng.normal(0, 0.3, 2 * GPUS)
+        if t >= 40:
+            turn = slow_node * GPUS + (t // 4) % GPUS
+            clock[turn] *= 0.88
+            temp[turn] += 1.5
+        x = np.r_[clock, temp]
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    return fs, np.array(out)[:, : 2 * GPUS]
+
+
+def test_gpus_throttling_in_turns_at_a_hot_inlet_are_not_counted() -> None:
+    """Wide tuning cell seed 24: a node's inlet warmed 3-8 C, all its GPUs reached their slowdown
+    temperature and throttled in turns, each 1-2 C above the others (under `heat_margin_c`), and
+    fail-slow paged two of them four times. Among the fleet's hottest GPUs, any heat over the peers
+    keeping pace is heat; the same turns on a node as cool as the rest of the fleet are counted."""
+    fs, p = _turns(hot_node=1, slow_node=1)
+    assert p.min() == 1.0 and fs.behind.sum() == 0.0
+    fs, p = _turns(hot_node=1, slow_node=0)
+    assert fs.behind[:GPUS].sum() >= 100.0 and p[:, :GPUS].min() < 1e-3

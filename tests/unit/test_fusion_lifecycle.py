@@ -363,3 +363,36 @@ def test_heat_following_a_load_step_minutes_later_is_still_the_loads() -> None:
         f.evaluate(float(tick))
     f.ingest(*directed([Family.THERMAL], [1e-12], [True]))
     assert f.evaluate(3900.0)[0] == cfg.family_cap
+
+
+def _heat_after_the_host_eased(heat_rising_later: bool) -> list[float]:
+    """Entity 0 (a node): its CPU load eases once (host down) and its board temperature falls with it,
+    then keeps falling for 40 minutes, ever more surprising to its own baseline (a sensor's thermal lag)
+    while its job's traffic stays high (utilisation up); or, `heat_rising_later`, turns and rises while
+    no load moves."""
+    f = Fusion()
+    f.ensure(2)
+    f.ingest(*directed([Family.HOST, Family.THERMAL], [1e-3, 1e-3], [False, False]))
+    out = [float(f.evaluate(0.0)[0])]
+    for k in range(1, 160):
+        heat_p = 10.0 ** -(3.0 + 7.0 * k / 160)
+        if heat_rising_later:
+            f.ingest(*directed([Family.THERMAL], [heat_p], [True]))
+        else:
+            f.ingest(*directed([Family.UTILIZATION, Family.THERMAL], [1e-12, heat_p], [True, False]))
+        out.append(float(f.evaluate(15.0 * k)[0]))
+    return out
+
+
+def test_heat_still_falling_after_the_load_eased_stays_the_loads_however_surprising() -> None:
+    """Classic tuning cell bursty-counters seed 3 paged a node for this: the host's memory of easing
+    (15-minute half-life) faded while the board kept cooling, and new, stronger evidence of the same
+    fall was judged afresh as the node's own (thermal 6 + the job's traffic 4)."""
+    assert max(_heat_after_the_host_eased(False)) <= FusionConfig().workload_cap
+
+
+def test_heat_turning_to_rise_against_the_eased_load_is_judged_afresh() -> None:
+    cfg = FusionConfig()
+    rising = _heat_after_the_host_eased(True)
+    assert rising[0] <= cfg.workload_cap
+    assert max(rising) == cfg.family_cap  # hotter while no load moved: the node's own vote
