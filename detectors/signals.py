@@ -59,6 +59,10 @@ SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
 WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
 # A GPU's own (die) temperature: a GPU behind its peers while hotter than them is throttling for heat.
 HEAT_METRICS = frozenset({"DCGM_FI_DEV_GPU_TEMP"})
+# How much work a GPU does (its power draw, its tensor pipes' busy share): a GPU slowed by heat still does
+# its peers' work at a lower clock, one stalling or degrading does less. Fail-slow reads them, in this
+# order, to tell the two apart on a GPU that runs hot.
+WORK_DONE_METRICS = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
 # A GPU's temperatures, die and memory: cooling reads each against its node's other GPUs' same sensor.
 TEMPERATURE_METRICS = HEAT_METRICS | {"DCGM_FI_DEV_MEMORY_TEMP"}
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with
