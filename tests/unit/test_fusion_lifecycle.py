@@ -99,6 +99,27 @@ def test_hard_error_bursts_minutes_apart_are_one_ramp_once_the_fleet_has_been_wa
     assert max(three) < FIRE
 
 
+def test_a_gpu_stalling_minutes_apart_is_sustained_fail_slow_from_the_first_tick() -> None:
+    """wide-s13's Xid 119 GPU: its GSP stalls came 1-4 minutes apart, each scrape behind at p 1e-7..1e-12
+    from its pace detector; the streak ended whenever the held evidence faded between two stalls, and it
+    paged 8 minutes after its stalls were clear. Four strong stalls four minutes apart are sustained, from
+    the first tick (fail-slow's pace already judged the count of scrapes behind); three are not."""
+
+    def stalls(n: int) -> list[float]:
+        f = Fusion()
+        f.ensure(1)
+        at = {int((60.0 + k * 240.0) / 15.0) for k in range(n)}
+        fused = []
+        for tick in range(120):
+            if tick in at:
+                f.ingest(*evidence([0], [Family.FAIL_SLOW], [1e-12]))
+            fused.append(f.evaluate(15.0 * tick)[0])
+        return fused
+
+    assert max(stalls(4)) >= FIRE
+    assert max(stalls(3)) < FIRE
+
+
 def test_lifecycle_fires_confirmed_evidence_without_waiting_again() -> None:
     """A hard-error ramp whose streak is sustained already fires on its first tick above the threshold;
     other entities still wait `persist_ticks`."""
