@@ -469,7 +469,7 @@ class Pipeline:
             calibration.observe(tick, fusion.at_tick, fusion.present, is_gpu, alerting, fusion.sustained)
         alerts = [
             self._transition_alert(t)
-            for t in self.lifecycle.step(fused, tick, fire, fusion.alone_hard >= self.config.lifecycle.fire)
+            for t in self.lifecycle.step(fused, tick, fire, fusion.confirmed(self.config.lifecycle.fire))
             if (
                 self.rate_limit.allow_firing(t.entity, t.at)
                 if t.firing
