@@ -62,10 +62,6 @@ class FusionConfig:
     # a leaky part's bursts are surprising enough to be strung into a ramp.
     sustain_gap_s: float = 600.0
     burst_after_s: float = 7200.0
-    # Fail-slow evidence comes on the scrapes behind only: stalling firmware (the run-up to an Xid 119)
-    # drops its clock on one scrape in three to seven, minutes apart at first. Its streak is kept the
-    # same way, from the first tick: its pace detector already judges the count of scrapes behind against
-    # the GPU's own long-run pace, so a strong one is no leaky part's burst.
     # A decisive event (a row remap pending or failed: `signals.DECISIVE_METRICS`) holds its family at the
     # hard-error cap, sustained, for this long: one counter step is a page by itself.
     decisive_hold_s: float = 600.0
@@ -312,17 +308,14 @@ class Fusion:
         evidence, or weak fresh evidence from the very series holding it, ends it. A sibling series'
         weak sample (a row remapped while SBEs ramp, both memory ECC) says nothing of the ramp. Once
         `bursting`, a hard-error family's streak lasts while its last strong burst is at most
-        `sustain_gap_s` old: a ramp's bursts come minutes apart; fail-slow's, from the first tick (a GPU
-        stalling now and then is behind its peers on some scrapes only)."""
+        `sustain_gap_s` old: a ramp's bursts come minutes apart."""
         cfg = self.config
         strong = self.fresh >= cfg.sustain_surprise
         self.strong_at = np.where(strong, tick, self.strong_at)
         weakened = (self.fresh_top > 0.0) & (self.fresh_top < cfg.sustain_surprise)
         waiting = ~weakened & (self.held >= cfg.sustain_surprise)
-        recent = tick - self.strong_at <= cfg.sustain_gap_s
         if self.bursting(tick):
-            waiting |= _mask(HARD_ERROR_FAMILIES) & recent
-        waiting |= ~weakened & _mask(INTERMITTENT_FAMILIES) & recent
+            waiting |= _mask(HARD_ERROR_FAMILIES) & (tick - self.strong_at <= cfg.sustain_gap_s)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def load_coupled(self) -> NDArray[np.bool_]:
