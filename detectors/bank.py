@@ -120,6 +120,12 @@ class DetectorBank:
         self.cooling.set_groups(ids, peer_groups)
         self.cooling.watch(ids)
 
+    def watch_work(self, ids: Ids, entities: Ids, kinds: Ids) -> None:
+        """Declare newly registered series that measure how much work a GPU does (power, tensor activity:
+        `fail_slow.work_done_kind`), each with its GPU's entity id: fail-slow tells a GPU slowed by heat
+        from one doing less work by them."""
+        self.fail_slow.watch_work(ids, entities, kinds)
+
     def watch_heat(self, ids: Ids, entities: Ids) -> None:
         """Declare newly registered GPU die temperatures, each with its GPU's entity id: fail-slow pairs
         it with that GPU's work rate (one per GPU: a memory temperature would replace it)."""

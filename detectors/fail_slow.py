@@ -13,7 +13,8 @@ Not every GPU behind its peers is degrading. One that runs hotter than the peers
 turns at their slowdown temperature, and their heat must not raise the bar; or by any amount, when it
 is among its fleet's hottest GPUs, at or above the `fleet_quantile` of their temperatures: a node at a
 hot inlet has every GPU at its slowdown temperature, throttling in turns a degree or two above the
-others) is throttling for heat:
+others) and still does its peers' work (its power draw or its tensor pipes' busy share not behind
+theirs too) is throttling for heat:
 a hot slot, a hot inlet, a poorly cooled part at its slowdown temperature while its peers are not,
 again in every busy period. That is its slot's fact, not a
 change in the GPU, and its scrapes behind are not counted while its heat is usual: no more than
@@ -23,11 +24,15 @@ run at now (the `fleet_quantile` of every watched GPU's gap: a fleet at a hot in
 thermal coupling, has many GPUs far above their peers while busy, and a GPU's first busy period must
 not read as new heat because its own history held only idle hours). Heat that is new (failing cooling: a
 fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on their own (a straggler,
-stalling firmware) do less work, draw less power and run no hotter than their peers, so they count as
-before. A GPU's work rate and its temperature are paired by their entity (`watch_heat`); a GPU without
-a temperature series is judged on its work rate alone. Temperatures are in degrees C as DCGM reports
-them; with fewer than two peers keeping pace the gap is against all of them, read back from the peer
-detector's relative residual (x r / (1 + r): the peers' median, not their spread, sets its scale).
+stalling firmware) do less work: they draw less power and their tensor pipes idle while their peers'
+are busy, which a GPU slowed by heat does not (its peers wait for it at the collectives; its pipes stay
+as busy). Their scrapes behind count even on a GPU whose slot runs hot, at any temperature: every
+fresh work series of the GPU (`watch_work`) at least `shortfall` behind its peers. A GPU's work rate,
+its temperature and its work series are paired by their entity (`watch_heat`, `watch_work`); a GPU
+without a temperature series is judged on its work rate alone, one without work series as before.
+Temperatures are in degrees C as DCGM reports them; with fewer than two peers keeping pace the gap is
+against all of them, read back from the peer detector's relative residual (x r / (1 + r): the peers'
+median, not their spread, sets its scale).
 
 The residuals against the peers come from a `PeerDeviation`. Built without one, fail-slow has its own,
 feeds it each batch and saves it in its snapshot (the catalog's entry, a detector like any other). The
@@ -65,7 +70,7 @@ from prexid.detectors.base import (
 )
 from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation, segment_median
-from prexid.detectors.signals import HEAT_METRICS, WORK_RATE_METRICS
+from prexid.detectors.signals import HEAT_METRICS, WORK_DONE_METRICS, WORK_RATE_METRICS
 
 _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
@@ -79,6 +84,11 @@ def is_work_rate(name: str, gpu: int | None) -> bool:
 def is_heat(name: str, gpu: int | None) -> bool:
     """Whether a series is a GPU's die temperature: what tells heat throttling from a degrading part."""
     return gpu is not None and name in HEAT_METRICS
+
+
+def work_done_kind(name: str, gpu: int | None) -> int:
+    """Which of a GPU's work series (`WORK_DONE_METRICS`) a series is: its place there, or -1."""
+    return WORK_DONE_METRICS.index(name) if gpu is not None and name in WORK_DONE_METRICS else -1
 
 
 class FailSlow:
@@ -107,6 +117,7 @@ class FailSlow:
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
         self.heat = np.full(0, -1, dtype=np.int64)  # entity id -> its temperature series id, or -1
+        self.work = np.full((0, len(WORK_DONE_METRICS)), -1, dtype=np.int64)  # entity -> its work series
         self.gap = np.zeros(0)  # per watched series: its GPU's usual heat over its peers (C; NaN: unseen)
         self.gap_ts = np.zeros(0)  # ... when it was last learned
         self.gap_from = np.zeros(0)  # ... and first (until `heat_memory_s` has passed: a plain mean)
@@ -147,11 +158,24 @@ class FailSlow:
         self.heat = grown_id_map(self.heat, int(entities.max()) + 1)
         self.heat[entities] = ids
 
+    def watch_work(self, ids: Ids, entities: Ids, kinds: Ids) -> None:
+        """These series measure how much work GPU `entities` does, each the `kinds`-th of
+        `WORK_DONE_METRICS` (registration time): a GPU behind while hotter than its peers, doing less
+        work than they do too, is stalling or degrading, not throttling for heat."""
+        if not len(ids):
+            return
+        grown = max(len(self.work), int(entities.max()) + 1)
+        if grown > len(self.work):
+            pad = np.full((grown - len(self.work), self.work.shape[1]), -1, dtype=np.int64)
+            self.work = np.concatenate([self.work, pad])
+        self.work[entities, kinds] = ids
+
     def forget(self, ids: Ids) -> None:
         """Unwatch these series: their rows (counter, its judge, GPU and usual heat) reset and kept for the
         next watched, and a temperature among them unpaired; the peer detector forgets them itself when
         it is not fail-slow's own."""
         self.heat[np.isin(self.heat, ids)] = -1  # any id: temperatures are not watched, not in `slot`
+        self.work[np.isin(self.work, ids)] = -1  # nor are work series
         if self.owns_peer:
             self.peer.forget(ids)
         ids = ids[ids < len(self.slot)]
@@ -198,7 +222,10 @@ class FailSlow:
         watched = slot[sel].astype(np.int64)
         with np.errstate(invalid="ignore"):
             late = self.peer.shortfall(ids[sel]) <= -self.shortfall
-        late &= ~self._usual_heat(ids[sel], watched, ts[sel])
+        heat = self._usual_heat(ids[sel], watched, ts[sel])
+        if heat.any():
+            heat &= ~self._less_work(watched, ts[sel])
+        late &= ~heat
         np.add.at(self.behind, watched, late)
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
@@ -220,6 +247,24 @@ class FailSlow:
             hot = seen & ((gap >= self.heat_margin_c) | hottest) & ~(gap > usual + self.new_heat_c)
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
+
+    def _less_work(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+        """Whether each watched row's GPU does less work than its peers now: every one of its work series
+        fresh at `ts` at least `shortfall` behind its peers' median, and at least one such series."""
+        ent = self.entity[watched]
+        paired = (ent >= 0) & (ent < len(self.work))
+        if not paired.any():
+            return np.zeros(len(watched), dtype=bool)
+        sids = np.where(paired[:, None], self.work[np.where(paired, ent, 0)], -1)
+        known = sids >= 0
+        at = np.where(known, sids, 0)
+        last_ts = self.peer.state.read("last_ts", at.ravel()).reshape(at.shape)
+        fresh = known & (last_ts >= ts[:, None] - self.peer.fresh_s)
+        resid = self.peer.shortfall(at.ravel()).reshape(at.shape)
+        with np.errstate(invalid="ignore"):
+            seen = fresh & np.isfinite(resid)
+            behind = ~seen | (resid <= -self.shortfall)
+        return np.asarray(seen.any(axis=1) & behind.all(axis=1))
 
     def _temps(self, watched: Ids, ts: Floats) -> Floats:
         """Each watched row's GPU temperature, when fresh at `ts` (NaN: none of its own)."""
@@ -294,6 +339,7 @@ class FailSlow:
         """State bytes one more watched series costs: its slot, its counter and the counter's judge, and
         the peer detector's state when that is fail-slow's own."""
         own = self.slot.itemsize + self.behind.itemsize + self.entity.itemsize + self.heat.itemsize
+        own += self.work.itemsize * self.work.shape[1]
         own += self.gap.itemsize + self.gap_ts.itemsize + self.gap_from.itemsize
         own += self.events.bytes_per_series()
         return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
@@ -304,14 +350,15 @@ class FailSlow:
         peer = [self.peer.snapshot()] if self.owns_peer else []
         fleet = np.array([self._fleet_gap, self._fleet_ts, self._fleet_temp])
         pairs = tuple(
-            array_pieces(a) for a in (self.entity, self.heat, self.gap, self.gap_ts, self.gap_from, fleet)
+            array_pieces(a)
+            for a in (self.entity, self.heat, self.work, self.gap, self.gap_ts, self.gap_from, fleet)
         )
         return pack_blobs(
             array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
         )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, entity, heat, gap, gap_ts, gap_from, fleet, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, work, gap, gap_ts, gap_from, fleet, events, *peer = unpack_blobs(data)
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
@@ -319,6 +366,7 @@ class FailSlow:
         self.behind = load_array(behind).astype(np.float64, copy=False)
         self.entity = load_array(entity).astype(np.int64, copy=False)
         self.heat = load_array(heat).astype(np.int64, copy=False)
+        self.work = load_array(work).astype(np.int64, copy=False).reshape(-1, len(WORK_DONE_METRICS))
         self.gap = load_array(gap).astype(np.float64, copy=False)
         self.gap_ts = load_array(gap_ts).astype(np.float64, copy=False)
         self.gap_from = load_array(gap_from).astype(np.float64, copy=False)

@@ -24,6 +24,7 @@ from prexid.detectors.base import Floats, Ids
 from prexid.detectors.fleet_vote import Summary, Verdict, judge
 from prexid.detectors.signals import (
     HARD_ERROR_FAMILIES,
+    INTERMITTENT_FAMILIES,
     JOB_COUPLED,
     LOAD_COUPLED,
     N_FAMILIES,
@@ -136,6 +137,7 @@ class Fusion:
         self.at_tick = self.held.copy()
         self.alone = np.zeros(0)  # per entity, its strongest sustained family's capped vote (`fused`)
         self.alone_hard = np.zeros(0)  # ... of the hard-error families, once bursts count (`confirmed`)
+        self.alone_intermittent = np.zeros(0)  # ... of fail-slow (`INTERMITTENT_FAMILIES`; `confirmed`)
         # per (entity, family), what the family calibration takes off its vote, and off its evidence on
         # the hard-error path (`apply`); and which cells were on that path at the last tick
         self.shift = np.zeros((0, N_FAMILIES))
@@ -292,6 +294,14 @@ class Fusion:
         self.last_tick = tick
         return fused
 
+    def confirmed(self, fire: float) -> NDArray[np.bool_]:
+        """Entities whose score reaches `fire` on a sustained family's vote alone, which is persistence
+        already: a hard-error ramp once bursts count, or fail-slow, whose streak counts scrapes behind
+        that its pace judged strongly surprising (stalls minutes apart hold the score above `fire` for a
+        tick or two only: waiting for more would wait for the next stall). The lifecycle fires them at
+        once."""
+        return np.asarray(np.maximum(self.alone_hard, self.alone_intermittent) >= fire)
+
     def bursting(self, tick: float) -> bool:
         """Whether hard errors' bursts minutes apart count as one ramp yet (`burst_after_s`)."""
         return tick - self.first_tick >= self.config.burst_after_s
@@ -409,6 +419,8 @@ class Fusion:
         self.alone = np.where(sustained, votes, 0.0).max(axis=1, initial=0.0)
         hard = sustained & _mask(HARD_ERROR_FAMILIES)
         self.alone_hard = np.where(hard, votes, 0.0).max(axis=1, initial=0.0)
+        intermittent = sustained & _mask(INTERMITTENT_FAMILIES)
+        self.alone_intermittent = np.where(intermittent, votes, 0.0).max(axis=1, initial=0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
         job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
@@ -496,6 +508,7 @@ class Fusion:
         self.rising_share = np.asarray(arrays["rising_share"], dtype=np.float64)
         self.alone = np.asarray(arrays["alone"], dtype=np.float64)
         self.alone_hard = np.asarray(arrays["alone_hard"], dtype=np.float64)
+        self.alone_intermittent = np.zeros_like(self.alone_hard)  # taken again at the next tick
         self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained_shift = np.asarray(arrays["sustained_shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained = np.asarray(arrays["sustained"], dtype=bool).reshape(-1, N_FAMILIES)

@@ -2,8 +2,9 @@
 
 Firing needs the fused score above `fire` for `persist_ticks` consecutive ticks (one noisy scrape never
 pages), unless the evidence carrying it is persistence already (`confirmed`: a hard-error ramp strongly
-surprising on four bursts, each within minutes of the last, pages alone): that is not waited for a
-second time, as its bursts minutes apart hold the score above `fire` for a tick or two each.
+surprising on four bursts, each within minutes of the last, pages alone; so does fail-slow strongly
+surprising on four scrapes behind, stalls minutes apart): that is not waited for a second time, as its
+bursts or stalls minutes apart hold the score above `fire` for a tick or two each.
 Resolving needs it below `resolve` (< fire) for `clear_ticks` ticks (no flapping). All state is arrays
 over entities; Python only touches the few entities that change state in a tick.
 """

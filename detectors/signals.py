@@ -54,11 +54,19 @@ HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # a GPU falling behind its peers for a minute on end, and one running hotter than its peers than it
 # usually does for half an hour (its evidence is a CUSUM of 5-minute means: it cannot rise in one step).
 SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
+# Sustained families whose evidence arrives on some scrapes only, minutes apart (a GPU stalling now and
+# then is behind its peers on one scrape in several): once sustained, each such scrape holds the score
+# above the firing threshold for a tick or two only, so the lifecycle fires them at once (`confirmed`).
+INTERMITTENT_FAMILIES = frozenset({Family.FAIL_SLOW})
 # How fast a GPU works, in a unit that stays put on idle GPUs (345 MHz): fail-slow reads it. Power is not
 # used: idle GPUs spread widely around their peers, and on the simulated week it paged on them.
 WORK_RATE_METRICS = frozenset({"DCGM_FI_DEV_SM_CLOCK"})
 # A GPU's own (die) temperature: a GPU behind its peers while hotter than them is throttling for heat.
 HEAT_METRICS = frozenset({"DCGM_FI_DEV_GPU_TEMP"})
+# How much work a GPU does (its power draw, its tensor pipes' busy share): a GPU slowed by heat still does
+# its peers' work at a lower clock, one stalling or degrading does less. Fail-slow reads them, in this
+# order, to tell the two apart on a GPU that runs hot.
+WORK_DONE_METRICS = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
 # A GPU's temperatures, die and memory: cooling reads each against its node's other GPUs' same sensor.
 TEMPERATURE_METRICS = HEAT_METRICS | {"DCGM_FI_DEV_MEMORY_TEMP"}
 # Families that follow the job (how busy, how much power, how loaded the host): strongly correlated with

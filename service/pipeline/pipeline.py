@@ -19,7 +19,7 @@ from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Floats, Stored
 from prexid.detectors.cooling import is_temperature
-from prexid.detectors.fail_slow import is_heat, is_work_rate
+from prexid.detectors.fail_slow import is_heat, is_work_rate, work_done_kind
 from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
 from prexid.detectors.fleet_peers import Outside, PeerSketch
 from prexid.detectors.fleet_vote import Summary, Verdict
@@ -387,13 +387,15 @@ class Pipeline:
 
     def _set_groups(self, new: np.ndarray) -> None:
         """Tell the bank each new series' peer group and node, and which are a GPU's work rate (fail-slow
-        watches them), a GPU's temperature (tells fail-slow heat throttling from a degrading part) or a
-        node's boot time (reboots): registration time, not per sample, one decode of each series' key."""
+        watches them), a GPU's temperature or work done (tell fail-slow heat throttling from a degrading
+        part) or a node's boot time (reboots): registration time, not per sample, one decode of each
+        series' key."""
         reg, groups = self.registry, self.peer_groups
         peer, node = np.full(len(new), -1, dtype=np.int64), np.zeros(len(new), dtype=np.int64)
         field = np.zeros(len(new), dtype=np.int64)
         work_rate, boot = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
         heat, temperature = np.zeros(len(new), dtype=bool), np.zeros(len(new), dtype=bool)
+        work = np.full(len(new), -1, dtype=np.int64)
         for i, sid in enumerate(new.tolist()):
             ent = reg.entities[int(reg.entity_of[sid])]
             name, labels = reg.series(sid)
@@ -402,6 +404,7 @@ class Pipeline:
             field[i] = groups.field_of(name)
             work_rate[i] = is_work_rate(name, ent.gpu)
             heat[i] = is_heat(name, ent.gpu)
+            work[i] = work_done_kind(name, ent.gpu)
             temperature[i] = is_temperature(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
         self.bank.set_groups(new, peer, node, field)
@@ -409,6 +412,7 @@ class Pipeline:
         self.bank.watch_work_rate(new[work_rate], entity[work_rate])
         self.bank.watch_temperature(new[temperature], peer[temperature])
         self.bank.watch_heat(new[heat], entity[heat])
+        self.bank.watch_work(new[work >= 0], entity[work >= 0], work[work >= 0])
         self._set_boot_time(new, boot)
 
     def _set_boot_time(self, ids: NDArray[np.int64], boot: NDArray[np.bool_]) -> None:
@@ -465,7 +469,7 @@ class Pipeline:
             calibration.observe(tick, fusion.at_tick, fusion.present, is_gpu, alerting, fusion.sustained)
         alerts = [
             self._transition_alert(t)
-            for t in self.lifecycle.step(fused, tick, fire, fusion.alone_hard >= self.config.lifecycle.fire)
+            for t in self.lifecycle.step(fused, tick, fire, fusion.confirmed(self.config.lifecycle.fire))
             if self._allowed(t)
         ]
         alerts += self.cluster_alerts.step(self.fusion, tick, self.raises_cluster_alerts)

@@ -174,6 +174,15 @@ def test_a_straggler_running_cooler_than_its_peers_still_pages_as_fail_slow() ->
     assert "fail-slow" in {s.family for s in firing[0].signals}
 
 
+def test_a_straggler_on_a_hot_slot_pages_as_it_does_less_work() -> None:
+    """wide-s8 node-07 GPU 7: a straggler (clock -28%, power -18%) on a slot that always runs 6 C above
+    its peers, at 48-53 C. Its scrapes behind were put down to heat throttling and it paged 40 minutes
+    late; a GPU slowed by heat draws its peers' power, this one does less work."""
+    firing = run_with_heat(clock=0.72, power=0.82, heat=6.0)
+    assert [(a.kind, a.gpu) for a in firing] == [("pre_xid", 5)]
+    assert "fail-slow" in {s.family for s in firing[0].signals}
+
+
 def paired(hot: float) -> tuple[PeerDeviation, FailSlow, np.ndarray]:
     """A bank-like pair over one node: ids 0-7 SM clocks, 8-15 the same GPUs' temperatures (entities
     0-7); GPU 5 at 70% of its peers' clock from the 40th scrape on, `hot` C off their temperature."""
@@ -205,6 +214,40 @@ def test_fail_slow_does_not_count_scrapes_behind_while_the_gpu_is_hotter_than_it
     assert feed(peer, fs, ids, 5.0)[:, 5].min() == 1.0
     peer, fs, ids = paired(-2.0)  # cooler: a degrading part, counted
     assert feed(peer, fs, ids, -2.0)[:, 5].min() < 1e-8
+
+
+def with_work(hot: float, work: float) -> np.ndarray:
+    """`feed`'s node with a power and a tensor-activity series per GPU too (ids 16-23, 24-31), GPU 5's at
+    `work` x its peers' from the 40th scrape on: p of each GPU's clock per scrape."""
+    peer, ids = PeerDeviation(), np.arange(4 * GPUS, dtype=np.int64)
+    fs = FailSlow(peer)
+    peer.set_groups(ids, ids // GPUS)
+    gpus = np.arange(GPUS, dtype=np.int64)
+    fs.watch(gpus, gpus)
+    fs.watch_heat(gpus + GPUS, gpus)
+    fs.watch_work(np.r_[gpus + 2 * GPUS, gpus + 3 * GPUS], np.r_[gpus, gpus], np.repeat([0, 1], GPUS))
+    rng, out = np.random.default_rng(7), []
+    for t in range(80):
+        x = np.r_[
+            1965.0 + rng.normal(0, 4.0, GPUS),
+            80.0 + rng.normal(0, 0.3, GPUS),
+            900.0 + rng.normal(0, 7.0, GPUS),
+            0.4 + rng.normal(0, 0.004, GPUS),
+        ]
+        x[GPUS + 5] += hot
+        if t >= 40:
+            x[5] *= 0.7
+            x[[2 * GPUS + 5, 3 * GPUS + 5]] *= work
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    return np.array(out)[:, :GPUS]
+
+
+def test_a_hot_gpu_behind_counts_when_it_does_less_work_than_its_peers() -> None:
+    assert with_work(5.0, 1.0)[:, 5].min() == 1.0  # at its peers' power and activity: heat throttling
+    assert with_work(5.0, 0.95)[:, 5].min() == 1.0  # a little less is not less work
+    assert with_work(5.0, 0.75)[:, 5].min() < 1e-8  # a quarter less power and activity: stalling
 
 
 def test_fail_slow_keeps_its_pairing_through_a_snapshot_and_drops_a_forgotten_temperature() -> None:

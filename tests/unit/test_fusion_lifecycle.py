@@ -99,6 +99,22 @@ def test_hard_error_bursts_minutes_apart_are_one_ramp_once_the_fleet_has_been_wa
     assert max(three) < FIRE
 
 
+def test_a_sustained_gpu_stalling_minutes_apart_is_paged_at_its_next_stall() -> None:
+    """Once fail-slow is sustained, each stall holds the score above `fire` for a tick or two only: the
+    lifecycle waiting three ticks above it would wait for stalls coming closer together (wide-s13's Xid
+    119 GPU paged 3.7 minutes after its streak was sustained)."""
+    f, life = Fusion(), Lifecycle()
+    f.ensure(1)
+    at = {int((60.0 + k * 105.0) / 15.0) for k in range(8)}
+    fired = []
+    for tick in range(120):
+        if tick in at:
+            f.ingest(*evidence([0], [Family.FAIL_SLOW], [1e-10]))
+        fused = f.evaluate(15.0 * tick)
+        fired += [tick for t in life.step(fused, 15.0 * tick, None, f.confirmed(FIRE)) if t.firing]
+    assert fired and fired[0] <= max(at)
+
+
 def test_lifecycle_fires_confirmed_evidence_without_waiting_again() -> None:
     """A hard-error ramp whose streak is sustained already fires on its first tick above the threshold;
     other entities still wait `persist_ticks`."""
