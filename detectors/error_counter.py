@@ -16,7 +16,17 @@ its episode is so far:
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
-p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at. Bursts of a ramp add up
+p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
+
+- that episodes come this often: a part's episodes begun lately (a count decaying with
+  `run_half_life_s`) against its own gamma-Poisson rate from before them, the negative binomial's
+  tail (so a part of an overdispersed, leaky fleet may well be a leaky one). A weakening HBM row seen
+  only through a stock field set books a correctable remapped row every 5-15 minutes, each step its
+  own one-burst episode: judged one at a time, the fourth was as ordinary as the first (and each one
+  learned taught the part the next); counted, four in half an hour on a part quiet for hours are not.
+  p is the least of the two, this one twice (its own look).
+
+Bursts of a ramp add up
 in its episode and it teaches the baseline only once it is over, and only if it never got rarer than
 `escalated_p`: a part whose episodes keep growing (a weakening HBM row, its SBEs accelerating hour
 after hour, each hour-long episode cut by `max_episode_s`) is degrading, not leaky, and its first
@@ -37,6 +47,7 @@ scrape's worth missed is cheaper than paging every reset that lands on a nonzero
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import betainc
 
 from prexid.detectors.base import (
     ArrayDetector,
@@ -51,6 +62,7 @@ from prexid.detectors.base import (
 )
 
 P_FLOOR = 1e-12
+RUN_OVER = 0.25  # a run's decaying episode count below this (two half-lives without one): it is over
 _DAY = 86400.0
 
 
@@ -232,8 +244,10 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         warmup_s: float = 1200.0,
         warm_floor: float = 1e-3,
         escalated_p: float = 1e-6,
+        run_half_life_s: float = 1800.0,
     ) -> None:
         self.escalated_p = escalated_p
+        self.run_half_life_s = run_half_life_s
         self.warmup_s = warmup_s
         self.warm_floor = warm_floor
         self.window_s = window_s
@@ -257,6 +271,13 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "cur_start": np.nan,
                 "cur_last": np.nan,
                 "cur_p": 1.0,  # the current episode's least p so far
+                "recent": 0.0,  # episodes begun, forgotten with `run_half_life_s` (the run's count)
+                # the run (episodes until `recent` falls below `RUN_OVER`): its episodes over and learned,
+                # their bursts and errors (left out of the history it is judged by), its least p
+                "run_learned": 0.0,
+                "run_bursts": 0.0,
+                "run_errors": 0.0,
+                "run_p": 1.0,
             }
         )
 
@@ -288,6 +309,13 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             (running, st["cur_bursts"], st["cur_errors"]),
         )
 
+    def _run_tail(self, count: Floats, a: Floats, b: Floats) -> Floats:
+        """P(at least `count` episodes in the run's window), episodes Poisson at a Gamma(a, b) rate (b in
+        seconds): the negative binomial's tail, I_q(count, a) with q = w / (b + w), where w is the
+        decaying count's window (its mean under a steady rate is rate x w)."""
+        w = self.run_half_life_s / np.log(2.0)
+        return np.asarray(betainc(np.maximum(count, 1e-9), a, w / (b + w)), dtype=np.float64)
+
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         now = float(ts.max())
         self.prior.started = min(self.prior.started, float(ts.min()))
@@ -301,6 +329,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         cur_b, cur_e = st["cur_bursts"][ids], st["cur_errors"][ids]
         cur_start, cur_last = st["cur_start"][ids], st["cur_last"][ids]
         cur_p = st["cur_p"][ids]
+        recent, run_p = st["recent"][ids], st["run_p"][ids]
+        run_n, run_b, run_e = st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore"):
@@ -319,6 +349,18 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         episodes = np.where(seen, episodes * decay, episodes) + learn
         bursts = np.where(seen, bursts * decay, bursts) + np.where(learn, cur_b, 0.0)
         errors = np.where(seen, errors * decay, errors) + np.where(learn, cur_e, 0.0)
+        run_n, run_b = run_n + learn, run_b + np.where(learn, cur_b, 0.0)
+        run_e = run_e + np.where(learn, cur_e, 0.0)
+        # a run is over once its count has faded (two half-lives without an episode): a rare one (a
+        # degrading part's, not a leaky part's usual) is taken back out of what the part has learned
+        recent = recent * np.exp2(-dt / self.run_half_life_s)
+        over = (recent < RUN_OVER) & (run_n > 0)
+        unlearn = over & (run_p < self.escalated_p)
+        episodes = np.where(unlearn, np.maximum(episodes - run_n, 0.0), episodes)
+        bursts = np.where(unlearn, np.maximum(bursts - run_b, 0.0), bursts)
+        errors = np.where(unlearn, np.maximum(errors - run_e, 0.0), errors)
+        run_n, run_b, run_e = (np.where(over, 0.0, v) for v in (run_n, run_b, run_e))
+        run_p = np.where(recent < RUN_OVER, 1.0, run_p)
         cur_p = np.where(close, 1.0, cur_p)
         cur_b, cur_e = np.where(close, 0.0, cur_b), np.where(close, 0.0, cur_e)
         cur_start = np.where(close, np.nan, cur_start)
@@ -326,6 +368,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
 
         starts = burst & ~np.isfinite(cur_start)
         cur_start = np.where(starts, ts, cur_start)
+        recent = recent + starts
         cur_b, cur_e = cur_b + burst, cur_e + delta
         cur_last = np.where(burst, ts, cur_last)
 
@@ -341,15 +384,21 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
             )
+            p_run = self._run_tail(
+                recent[new], alpha + np.maximum(episodes[new] - run_n[new], 0.0), beta + exposure[new]
+            )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
-            p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
+            p[new] = np.clip(np.minimum(2.0 * p_start * p_size, 2.0 * p_run), floor, 1.0)
             cur_p[new] = np.minimum(cur_p[new], p[new])
+            run_p[new] = np.minimum(run_p[new], p[new])
 
         st["exposure"][ids], st["episodes"][ids] = exposure, episodes
         st["bursts"][ids], st["errors"][ids] = bursts, errors
         st["cur_bursts"][ids], st["cur_errors"][ids] = cur_b, cur_e
         st["cur_start"][ids], st["cur_last"][ids] = cur_start, cur_last
         st["cur_p"][ids] = cur_p
+        st["recent"][ids], st["run_p"][ids] = recent, run_p
+        st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids] = run_n, run_b, run_e
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p

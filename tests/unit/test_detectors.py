@@ -152,6 +152,22 @@ def test_error_counter_episodes_still_running_teach_the_fleet_that_its_parts_tic
     assert _fleet_scores(clean)[first, 9].min() < 1e-9
 
 
+def test_error_counter_a_run_of_single_errors_adds_up_while_a_leaky_parts_drip_does_not() -> None:
+    """A weakening HBM row seen through a stock field set: one correctable remapped row every 12 minutes
+    on a part quiet for 8 hours, each step its own one-burst episode (over 10 minutes apart). Judged one
+    at a time, and each one learned as the part's usual, the sixth was ordinary (p ~ 0.08); counted
+    against the part's rate from before the run, it is rarer than the first by two orders. A leaky
+    part stepping at its own pace stays ordinary."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=8)
+    run = list(range(1670, 1918, 48))  # minutes 417-477
+    steps[run, 10] = 1
+    steps[[1700, 1820], 1] = 1  # a leaky part (an episode every 2 h) at its pace
+    p = _fleet_scores(steps)
+    assert p[run[-1], 10] < 1e-5
+    assert p[run[-1], 10] < p[run[0], 10] / 100
+    assert p[[1700, 1820], 1].min() > 1e-2
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
