@@ -14,24 +14,30 @@ its episode is so far:
   clean parts, is not;
 - that it has grown this large: bursts per episode and errors per episode are geometric with means
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
-  bursts of five does not page for the next five; a fleet whose episodes are single errors does).
-
-p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
-
+  bursts of five does not page for the next five; a fleet whose episodes are single errors does);
 - that episodes come this often: a part's episodes begun lately (a count decaying with
   `run_half_life_s`) against its own gamma-Poisson rate from before them, the negative binomial's
   tail (so a part of an overdispersed, leaky fleet may well be a leaky one). A weakening HBM row seen
   only through a stock field set books a correctable remapped row every 5-15 minutes, each step its
   own one-burst episode: judged one at a time, the fourth was as ordinary as the first (and each one
   learned taught the part the next); counted, four in half an hour on a part quiet for hours are not.
-  p is the least of the two, this one twice (its own look).
 
-Bursts of a ramp add up
-in its episode and it teaches the baseline only once it is over, and only if it never got rarer than
-`escalated_p`: a part whose episodes keep growing (a weakening HBM row, its SBEs accelerating hour
-after hour, each hour-long episode cut by `max_episode_s`) is degrading, not leaky, and its first
-paged-strength episode must not make the next one its usual (nor, as the only part with an episode
-over, its fleet's). A leaky part's ordinary episodes are learned as before.
+p = min(2 x P(start) x min(P(bursts >= k), P(errors >= e)), 2 x P(run)): each look counted twice.
+
+While a run is under `young_run_s` old, the episodes it taught the part are left out of the history it
+is judged by (rate and sizes) if one of them was notable (p < `notable_p`, not escalated): a failing
+part's first episode, ordinary enough to be learned (three SBEs in five minutes, p 5e-6), made its
+next episode's bursts three long as usual, so the ramp that followed took twenty bursts to look rare.
+A leaky part's ordinary episodes are never notable (its drips teach it that its episodes are single
+errors, so a burst after them is rarer for it, not less), and any run is learned once older (or
+over). A run that got rarer than `escalated_p` is taken back out of what the part learned once it is
+over (an hour without an episode), as an escalated episode never goes in.
+
+Bursts of a ramp add up in its episode and it teaches the baseline only once it is over, and only if
+it never got rarer than `escalated_p`: a part whose episodes keep growing (a weakening HBM row, its
+SBEs accelerating hour after hour, each hour-long episode cut by `max_episode_s`) is degrading, not
+leaky, and its first paged-strength episode must not make the next one its usual (nor, as the only
+part with an episode over, its fleet's). A leaky part's ordinary episodes are learned as before.
 
 For `warmup_s` of event time after its first error-counter sample, until the fleet prior has been
 refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing is called
@@ -245,7 +251,11 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         warm_floor: float = 1e-3,
         escalated_p: float = 1e-6,
         run_half_life_s: float = 1800.0,
+        young_run_s: float = 7200.0,
+        notable_p: float = 1e-4,
     ) -> None:
+        self.young_run_s = young_run_s
+        self.notable_p = notable_p
         self.escalated_p = escalated_p
         self.run_half_life_s = run_half_life_s
         self.warmup_s = warmup_s
@@ -278,6 +288,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "run_bursts": 0.0,
                 "run_errors": 0.0,
                 "run_p": 1.0,
+                "run_learned_p": 1.0,  # the least p of the episodes it taught
+                "run_start": np.nan,  # when the run's first episode began
             }
         )
 
@@ -331,6 +343,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         cur_p = st["cur_p"][ids]
         recent, run_p = st["recent"][ids], st["run_p"][ids]
         run_n, run_b, run_e = st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids]
+        run_start, run_learned_p = st["run_start"][ids], st["run_learned_p"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore"):
@@ -350,6 +363,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         bursts = np.where(seen, bursts * decay, bursts) + np.where(learn, cur_b, 0.0)
         errors = np.where(seen, errors * decay, errors) + np.where(learn, cur_e, 0.0)
         run_n, run_b = run_n + learn, run_b + np.where(learn, cur_b, 0.0)
+        run_learned_p = np.where(learn, np.minimum(run_learned_p, cur_p), run_learned_p)
         run_e = run_e + np.where(learn, cur_e, 0.0)
         # a run is over once its count has faded (two half-lives without an episode): a rare one (a
         # degrading part's, not a leaky part's usual) is taken back out of what the part has learned
@@ -361,6 +375,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         errors = np.where(unlearn, np.maximum(errors - run_e, 0.0), errors)
         run_n, run_b, run_e = (np.where(over, 0.0, v) for v in (run_n, run_b, run_e))
         run_p = np.where(recent < RUN_OVER, 1.0, run_p)
+        run_start = np.where(recent < RUN_OVER, np.nan, run_start)
+        run_learned_p = np.where(recent < RUN_OVER, 1.0, run_learned_p)
         cur_p = np.where(close, 1.0, cur_p)
         cur_b, cur_e = np.where(close, 0.0, cur_b), np.where(close, 0.0, cur_e)
         cur_start = np.where(close, np.nan, cur_start)
@@ -368,6 +384,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
 
         starts = burst & ~np.isfinite(cur_start)
         cur_start = np.where(starts, ts, cur_start)
+        run_start = np.where(starts & ~np.isfinite(run_start), ts, run_start)
         recent = recent + starts
         cur_b, cur_e = cur_b + burst, cur_e + delta
         cur_last = np.where(burst, ts, cur_last)
@@ -376,11 +393,19 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         new = np.flatnonzero(burst)
         if len(new):
             alpha, beta, fleet_bursts, fleet_errors = self.prior.of(st["field"][ids[new]])
-            rate = (alpha + episodes[new]) / (beta + exposure[new])
+            # a young run is judged against the part's history from before it: its ordinary first
+            # episodes (learned) must not make its next ones the part's usual
+            with np.errstate(invalid="ignore"):
+                young = ts[new] - run_start[new] < self.young_run_s
+            young = (young & (run_learned_p[new] < self.notable_p)).astype(np.float64)
+            episodes_h = np.maximum(episodes[new] - young * run_n[new], 0.0)
+            bursts_h = np.maximum(bursts[new] - young * run_b[new], 0.0)
+            errors_h = np.maximum(errors[new] - young * run_e[new], 0.0)
+            rate = (alpha + episodes_h) / (beta + exposure[new])
             p_start = -np.expm1(-rate * self.window_s)
             w = self.fleet_weight
-            mean_bursts = (w * fleet_bursts + bursts[new]) / (w + episodes[new])
-            mean_errors = (w * fleet_errors + errors[new]) / (w + episodes[new])
+            mean_bursts = (w * fleet_bursts + bursts_h) / (w + episodes_h)
+            mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
             )
@@ -399,6 +424,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         st["cur_p"][ids] = cur_p
         st["recent"][ids], st["run_p"][ids] = recent, run_p
         st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids] = run_n, run_b, run_e
+        st["run_start"][ids], st["run_learned_p"][ids] = run_start, run_learned_p
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p

@@ -168,6 +168,19 @@ def test_error_counter_a_run_of_single_errors_adds_up_while_a_leaky_parts_drip_d
     assert p[[1700, 1820], 1].min() > 1e-2
 
 
+def test_error_counter_a_young_runs_first_episode_does_not_make_the_next_usual() -> None:
+    """wide-s6's xid48: a clean part books three SBEs in five minutes (p ~ 5e-6: ordinary enough to be
+    learned), goes quiet for 12 minutes, then books one every 3 minutes. Learning the first episode made
+    the part's episodes three bursts long, so the next one's bursts were judged against it and it took
+    twenty of them to get past 1e-9; judged against the part's history from before the run, six."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=8)
+    first, later = [1500, 1510, 1518], list(range(1570, 1800, 12))
+    steps[first + later, 10] = 1
+    p = _fleet_scores(steps)
+    assert p[first, 10].min() > 1e-6  # the first episode is learned (not escalated)
+    assert p[later[5], 10] < 1e-9
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
