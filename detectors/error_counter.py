@@ -299,7 +299,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             self.state.ensure(int(ids.max()))
             self.state["field"][ids] = fields
 
-    def refit(self) -> None:
+    def refit(self, now: float) -> None:
         """Refit the fleet priors from every series' history (every `refit_every_s` of event time).
 
         Episodes still running that began in the warm-up count (`FleetPrior.fit`): parts whose
@@ -308,18 +308,29 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         (long, bursty) episodes in its first minutes still looked clean when the next one began, and
         paged it. Later episodes wait until they are over: many parts' errors beginning at once (an NFS
         stall's timeouts on every node) must not teach the prior they are ordinary while they last.
+        A young notable run's episodes are left out (`_held_out`), as from its own part's history: a
+        failing part, the only one of its fleet with episodes, made the fleet look overdispersed (each
+        part its own rate) and so its own run ordinary.
         """
         st = self.state
         with np.errstate(invalid="ignore"):
             running = (st["cur_start"] <= self.prior.started + self.warmup_s).astype(np.float64)
+        held = self._held_out(now, st["run_start"], st["run_learned_p"])
         self.prior.fit(
             st["field"].astype(np.int64),
-            st["episodes"],
+            np.maximum(st["episodes"] - held * st["run_learned"], 0.0),
             st["exposure"],
-            st["bursts"],
-            st["errors"],
+            np.maximum(st["bursts"] - held * st["run_bursts"], 0.0),
+            np.maximum(st["errors"] - held * st["run_errors"], 0.0),
             (running, st["cur_bursts"], st["cur_errors"]),
         )
+
+    def _held_out(self, now: Floats | float, run_start: Floats, run_learned_p: Floats) -> Floats:
+        """1 where a run's learned episodes are left out of the history that judges it (young, and one
+        of them notable), else 0."""
+        with np.errstate(invalid="ignore"):
+            young = np.asarray(now - run_start < self.young_run_s)
+        return (young & (run_learned_p < self.notable_p)).astype(np.float64)
 
     def _run_tail(self, count: Floats, a: Floats, b: Floats) -> Floats:
         """P(at least `count` episodes in the run's window), episodes Poisson at a Gamma(a, b) rate (b in
@@ -332,7 +343,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         now = float(ts.max())
         self.prior.started = min(self.prior.started, float(ts.min()))
         if now - self.prior.fitted_at >= self.refit_every_s:  # per round: a batch scores as its samples
-            self.refit()
+            self.refit(now)
             self.prior.fitted_at = now
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
@@ -395,9 +406,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             alpha, beta, fleet_bursts, fleet_errors = self.prior.of(st["field"][ids[new]])
             # a young run is judged against the part's history from before it: its ordinary first
             # episodes (learned) must not make its next ones the part's usual
-            with np.errstate(invalid="ignore"):
-                young = ts[new] - run_start[new] < self.young_run_s
-            young = (young & (run_learned_p[new] < self.notable_p)).astype(np.float64)
+            young = self._held_out(ts[new], run_start[new], run_learned_p[new])
             episodes_h = np.maximum(episodes[new] - young * run_n[new], 0.0)
             bursts_h = np.maximum(bursts[new] - young * run_b[new], 0.0)
             errors_h = np.maximum(errors[new] - young * run_e[new], 0.0)

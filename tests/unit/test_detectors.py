@@ -181,6 +181,20 @@ def test_error_counter_a_young_runs_first_episode_does_not_make_the_next_usual()
     assert p[later[5], 10] < 1e-9
 
 
+def test_error_counter_a_rare_run_teaches_neither_its_fleet_nor_its_part() -> None:
+    """In a clean fleet, one part books a remapped row every 12 minutes, nine times: its first ones
+    are notable, not escalated, so learned. Fitting the fleet prior on them made the fleet look
+    overdispersed (one part with episodes, 63 without: every part its own rate), and so the part's own
+    run ordinary (p stuck near 1e-6). Left out while the run is young, the run adds up; once it is over,
+    having got rare, it is unlearned, so the same run again three hours later is rare again."""
+    steps = _fleet(leaky=[], episode=(1,), hours=12)
+    first, again = list(range(1200, 1600, 48)), list(range(2400, 2650, 48))
+    steps[first + again, 10] = 1
+    p = _fleet_scores(steps)
+    assert p[first[-1], 10] < 1e-8
+    assert p[again, 10].min() < 1e-8
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
