@@ -14,24 +14,22 @@ its episode is so far:
   clean parts, is not;
 - that it has grown this large: bursts per episode and errors per episode are geometric with means
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
-  bursts of five does not page for the next five; a fleet whose episodes are single errors does);
-- that episodes come this often: a part's episodes begun lately (a count decaying with
-  `run_half_life_s`) against its own gamma-Poisson rate from before them, the negative binomial's
-  tail (so a part of an overdispersed, leaky fleet may well be a leaky one). A weakening HBM row seen
-  only through a stock field set books a correctable remapped row every 5-15 minutes, each step its
-  own one-burst episode: judged one at a time, the fourth was as ordinary as the first (and each one
-  learned taught the part the next); counted, four in half an hour on a part quiet for hours are not.
+  bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
-p = min(2 x P(start) x min(P(bursts >= k), P(errors >= e)), 2 x P(run)): each look counted twice.
+p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
 
-While a run is under `young_run_s` old, the episodes it taught the part are left out of the history it
-is judged by (rate and sizes) if one of them was notable (p < `notable_p`, not escalated): a failing
-part's first episode, ordinary enough to be learned (three SBEs in five minutes, p 5e-6), made its
-next episode's bursts three long as usual, so the ramp that followed took twenty bursts to look rare.
-A leaky part's ordinary episodes are never notable (its drips teach it that its episodes are single
-errors, so a burst after them is rarer for it, not less), and any run is learned once older (or
-over). A run that got rarer than `escalated_p` is taken back out of what the part learned once it is
-over (an hour without an episode), as an escalated episode never goes in.
+Episodes less than about an hour apart form a run (a count of episodes begun, decaying with
+`run_half_life_s`; the run is over when it falls below `RUN_OVER`). While a run is under `young_run_s`
+old, the episodes it taught the part are left out of the history it is judged by (rate and sizes) if
+one of them was notable (p < `notable_p`, not escalated): a failing part's first episode, ordinary
+enough to be learned (three SBEs in five minutes, p 2e-6), made its next episode's bursts three long as
+usual, so the ramp that followed took twenty bursts to look rare. A leaky part's ordinary episodes are
+never notable (its drips teach it that its episodes are single errors, so a burst after them is rarer
+for it, not less), and any run is learned once older. A run that got rarer than `escalated_p` within
+`young_run_s` is taken back out of what the part learned once it is over, as an escalated episode never
+goes in; a longer one is kept (hours of ordinary ticking after one rare episode are a leaky part's new
+habit). Scoring the run's count itself (a negative binomial tail against the part's rate from before
+it) was tried and dropped: a part taking up a leaky habit was never learned and stayed rare for hours.
 
 Bursts of a ramp add up in its episode and it teaches the baseline only once it is over, and only if
 it never got rarer than `escalated_p`: a part whose episodes keep growing (a weakening HBM row, its
@@ -53,7 +51,6 @@ scrape's worth missed is cheaper than paging every reset that lands on a nonzero
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import betainc
 
 from prexid.detectors.base import (
     ArrayDetector,
@@ -299,7 +296,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             self.state.ensure(int(ids.max()))
             self.state["field"][ids] = fields
 
-    def refit(self, now: float) -> None:
+    def refit(self) -> None:
         """Refit the fleet priors from every series' history (every `refit_every_s` of event time).
 
         Episodes still running that began in the warm-up count (`FleetPrior.fit`): parts whose
@@ -308,20 +305,16 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         (long, bursty) episodes in its first minutes still looked clean when the next one began, and
         paged it. Later episodes wait until they are over: many parts' errors beginning at once (an NFS
         stall's timeouts on every node) must not teach the prior they are ordinary while they last.
-        A young notable run's episodes are left out (`_held_out`), as from its own part's history: a
-        failing part, the only one of its fleet with episodes, made the fleet look overdispersed (each
-        part its own rate) and so its own run ordinary.
         """
         st = self.state
         with np.errstate(invalid="ignore"):
             running = (st["cur_start"] <= self.prior.started + self.warmup_s).astype(np.float64)
-        held = self._held_out(now, st["run_start"], st["run_learned_p"])
         self.prior.fit(
             st["field"].astype(np.int64),
-            np.maximum(st["episodes"] - held * st["run_learned"], 0.0),
+            st["episodes"],
             st["exposure"],
-            np.maximum(st["bursts"] - held * st["run_bursts"], 0.0),
-            np.maximum(st["errors"] - held * st["run_errors"], 0.0),
+            st["bursts"],
+            st["errors"],
             (running, st["cur_bursts"], st["cur_errors"]),
         )
 
@@ -332,18 +325,11 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             young = np.asarray(now - run_start < self.young_run_s)
         return (young & (run_learned_p < self.notable_p)).astype(np.float64)
 
-    def _run_tail(self, count: Floats, a: Floats, b: Floats) -> Floats:
-        """P(at least `count` episodes in the run's window), episodes Poisson at a Gamma(a, b) rate (b in
-        seconds): the negative binomial's tail, I_q(count, a) with q = w / (b + w), where w is the
-        decaying count's window (its mean under a steady rate is rate x w)."""
-        w = self.run_half_life_s / np.log(2.0)
-        return np.asarray(betainc(np.maximum(count, 1e-9), a, w / (b + w)), dtype=np.float64)
-
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         now = float(ts.max())
         self.prior.started = min(self.prior.started, float(ts.min()))
         if now - self.prior.fitted_at >= self.refit_every_s:  # per round: a batch scores as its samples
-            self.refit(now)
+            self.refit()
             self.prior.fitted_at = now
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
@@ -380,7 +366,9 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         # degrading part's, not a leaky part's usual) is taken back out of what the part has learned
         recent = recent * np.exp2(-dt / self.run_half_life_s)
         over = (recent < RUN_OVER) & (run_n > 0)
-        unlearn = over & (run_p < self.escalated_p)
+        with np.errstate(invalid="ignore"):
+            short = ts - run_start < self.young_run_s  # a long one is a leaky part's habit: kept
+        unlearn = over & (run_p < self.escalated_p) & short
         episodes = np.where(unlearn, np.maximum(episodes - run_n, 0.0), episodes)
         bursts = np.where(unlearn, np.maximum(bursts - run_b, 0.0), bursts)
         errors = np.where(unlearn, np.maximum(errors - run_e, 0.0), errors)
@@ -418,11 +406,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
             )
-            p_run = self._run_tail(
-                recent[new], alpha + np.maximum(episodes[new] - run_n[new], 0.0), beta + exposure[new]
-            )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
-            p[new] = np.clip(np.minimum(2.0 * p_start * p_size, 2.0 * p_run), floor, 1.0)
+            p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
             cur_p[new] = np.minimum(cur_p[new], p[new])
             run_p[new] = np.minimum(run_p[new], p[new])
 
