@@ -287,7 +287,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "run_p": 1.0,
                 "run_learned_p": 1.0,  # the least p of the episodes it taught
                 "run_start": np.nan,  # when the run's first episode began
-            }
+            },
+            capacity=64,  # a fleet's error counters are a few of its series: grown as their ids come
         )
 
     def set_fields(self, ids: Ids, fields: Ids) -> None:
