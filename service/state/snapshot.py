@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 23  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 22  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -50,8 +50,6 @@ VERSION = 23  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v20: fusion keeps the fresh evidence of each cell's strongest series apart (`fresh_top`); v21: fusion's
 # last strong burst per cell, its first tick and its hard-error families' sustained vote (`alone_hard`);
 # v22: error counters keep their current episode's least p (`cur_p`: an escalated episode is not learned)
-# v23: error counters keep their run of episodes (a decaying count, the episodes it taught, its least
-# p, when it began, the least p of the episodes it taught)
 
 
 class SnapshotError(ValueError):
