@@ -152,6 +152,21 @@ def test_error_counter_episodes_still_running_teach_the_fleet_that_its_parts_tic
     assert _fleet_scores(clean)[first, 9].min() < 1e-9
 
 
+def test_error_counter_a_part_taking_up_a_habit_after_one_rare_episode_is_learned_as_leaky() -> None:
+    """One rare episode (seven bursts in a row), then a remapped row every 15 minutes for four hours, a
+    pause, and the same again: a part that has become leaky, learned as such (p up to ~0.3). Scoring a
+    decaying count of episodes against the part's rate from before them (tried on this branch) made
+    each tick rarer than the last, never learned, p < 1e-4 for hours: a page waiting to happen."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=12)
+    steps[600:607, 10] = 2
+    ticks, later = list(range(700, 1700, 60)), list(range(2000, 2800, 60))
+    steps[ticks + later, 10] = 1
+    p = _fleet_scores(steps)
+    assert p[600:607, 10].min() < 1e-9
+    assert p[ticks[-1], 10] > 0.1
+    assert p[later, 10].min() > 0.1
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
