@@ -183,15 +183,18 @@ def test_a_straggler_on_a_hot_slot_pages_as_it_does_less_work() -> None:
     assert "fail-slow" in {s.family for s in firing[0].signals}
 
 
-def paired(hot: float) -> tuple[PeerDeviation, FailSlow, np.ndarray]:
+def paired(hot: float, work: bool = False) -> tuple[PeerDeviation, FailSlow, np.ndarray]:
     """A bank-like pair over one node: ids 0-7 SM clocks, 8-15 the same GPUs' temperatures (entities
-    0-7); GPU 5 at 70% of its peers' clock from the 40th scrape on, `hot` C off their temperature."""
-    peer, ids = PeerDeviation(), np.arange(2 * GPUS, dtype=np.int64)
+    0-7), with `work` also 16-23 their power and 24-31 their tensor activity; GPU 5 at 70% of its peers'
+    clock from the 40th scrape on, `hot` C off their temperature."""
+    peer, ids = PeerDeviation(), np.arange((4 if work else 2) * GPUS, dtype=np.int64)
     fs = FailSlow(peer)
     peer.set_groups(ids, ids // GPUS)
     gpus = np.arange(GPUS, dtype=np.int64)
     fs.watch(gpus, gpus)
     fs.watch_heat(gpus + GPUS, gpus)
+    if work:
+        fs.watch_work(np.r_[gpus + 2 * GPUS, gpus + 3 * GPUS], np.r_[gpus, gpus], np.repeat([0, 1], GPUS))
     return peer, fs, ids
 
 
@@ -219,13 +222,7 @@ def test_fail_slow_does_not_count_scrapes_behind_while_the_gpu_is_hotter_than_it
 def with_work(hot: float, work: float) -> np.ndarray:
     """`feed`'s node with a power and a tensor-activity series per GPU too (ids 16-23, 24-31), GPU 5's at
     `work` x its peers' from the 40th scrape on: p of each GPU's clock per scrape."""
-    peer, ids = PeerDeviation(), np.arange(4 * GPUS, dtype=np.int64)
-    fs = FailSlow(peer)
-    peer.set_groups(ids, ids // GPUS)
-    gpus = np.arange(GPUS, dtype=np.int64)
-    fs.watch(gpus, gpus)
-    fs.watch_heat(gpus + GPUS, gpus)
-    fs.watch_work(np.r_[gpus + 2 * GPUS, gpus + 3 * GPUS], np.r_[gpus, gpus], np.repeat([0, 1], GPUS))
+    peer, fs, ids = paired(hot, work=True)
     rng, out = np.random.default_rng(7), []
     for t in range(80):
         x = np.r_[
