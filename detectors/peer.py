@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
+    MAD_TO_SIGMA,
     ArrayState,
     Floats,
     Ids,
@@ -39,7 +40,6 @@ HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "no
 GPU_IDENTITY_LABELS = HOST_LABELS | {
     "gpu", "UUID", "uuid", "pci_bus_id", "device", "minor_number", "pod", "container", "namespace"
 }  # fmt: skip
-_MAD_TO_SIGMA = 1.4826
 _PADDED_MAX = 64  # groups up to this size take the padded-grid median
 
 
@@ -323,7 +323,7 @@ class PeerDeviation(ArrayState):
             return _row_stats(grid)
         median = segment_median(slot, values, len(touched))
         mad = segment_median(slot, np.abs(values - median[slot]), len(touched))
-        return median, _MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
+        return median, MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
 
     def baseline(self, ids: Ids) -> Floats:
         """The series' usual residual against its peers (a fraction of the peer median)."""
@@ -383,7 +383,7 @@ def _stats(slot: Ids, values: Floats, n: int) -> tuple[Floats, Floats, NDArray[n
         return _row_stats(grid, count)
     median = segment_median(slot, values, n)
     mad = segment_median(slot, np.abs(values - median[slot]), n)
-    return median, _MAD_TO_SIGMA * mad, count
+    return median, MAD_TO_SIGMA * mad, count
 
 
 def segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
