@@ -23,12 +23,12 @@ from numpy.typing import NDArray
 from prexid.detectors.base import (
     MAD_TO_SIGMA,
     ArrayState,
+    ByRounds,
     Floats,
     Ids,
     Index,
     SeriesState,
     Stored,
-    by_rounds,
     pick,
     ragged,
     rows,
@@ -142,7 +142,7 @@ def _group_key(raw: list[Any]) -> tuple[object, ...]:
     return (*head, tuple((str(k), str(v)) for k, v in rest))
 
 
-class PeerDeviation(ArrayState):
+class PeerDeviation(ByRounds, ArrayState):
     """Residual of each sample against its group's median now, judged against the series' own residuals."""
 
     name = "peer_deviation"
@@ -170,13 +170,11 @@ class PeerDeviation(ArrayState):
             self.state["group"][ids] = groups
             self._dirty = True
 
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
+    def grow(self, max_id: int) -> None:
+        """The state, then the group index when the groups changed or the state outgrew it."""
+        super().grow(max_id)
         if self._dirty or len(self._group) < self.state.capacity:
             self._index_groups()
-        return by_rounds(self._update_round, ids, ts, values)
 
     def _index_groups(self) -> None:
         groups = self._group = self.state["group"].astype(np.int64)
