@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
+    MAD_TO_SIGMA,
     Floats,
     Ids,
     Packed,
@@ -51,8 +52,6 @@ from prexid.detectors.base import (
 )
 from prexid.detectors.calibration import TailCalibrator
 from prexid.detectors.signals import TEMPERATURE_METRICS
-
-_MAD_TO_SIGMA = 1.4826
 
 
 def is_temperature(name: str, gpu: int | None) -> bool:
@@ -183,7 +182,7 @@ class CoolingDrift:
         """One closed batch mean per series: into the CUSUM, then learned into the usual offset."""
         st = self.state
         center, mad, n = st["center"][ids], st["mad"][ids], st["n"][ids]
-        sigma = np.maximum(_MAD_TO_SIGMA * mad, self.abs_floor)
+        sigma = np.maximum(MAD_TO_SIGMA * mad, self.abs_floor)
         dev = mean - center
         judged = n >= self.warmup
         z = np.where(judged, np.minimum(dev / sigma, self.clip_sigmas), 0.0)

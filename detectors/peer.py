@@ -21,13 +21,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.base import (
+    MAD_TO_SIGMA,
     ArrayState,
+    ByRounds,
     Floats,
     Ids,
     Index,
     SeriesState,
     Stored,
-    by_rounds,
     pick,
     ragged,
     rows,
@@ -39,7 +40,6 @@ HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "no
 GPU_IDENTITY_LABELS = HOST_LABELS | {
     "gpu", "UUID", "uuid", "pci_bus_id", "device", "minor_number", "pod", "container", "namespace"
 }  # fmt: skip
-_MAD_TO_SIGMA = 1.4826
 _PADDED_MAX = 64  # groups up to this size take the padded-grid median
 
 
@@ -142,7 +142,7 @@ def _group_key(raw: list[Any]) -> tuple[object, ...]:
     return (*head, tuple((str(k), str(v)) for k, v in rest))
 
 
-class PeerDeviation(ArrayState):
+class PeerDeviation(ByRounds, ArrayState):
     """Residual of each sample against its group's median now, judged against the series' own residuals."""
 
     name = "peer_deviation"
@@ -170,13 +170,11 @@ class PeerDeviation(ArrayState):
             self.state["group"][ids] = groups
             self._dirty = True
 
-    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.state.ensure(int(ids.max()))
+    def grow(self, max_id: int) -> None:
+        """The state, then the group index when the groups changed or the state outgrew it."""
+        super().grow(max_id)
         if self._dirty or len(self._group) < self.state.capacity:
             self._index_groups()
-        return by_rounds(self._update_round, ids, ts, values)
 
     def _index_groups(self) -> None:
         groups = self._group = self.state["group"].astype(np.int64)
@@ -323,7 +321,7 @@ class PeerDeviation(ArrayState):
             return _row_stats(grid)
         median = segment_median(slot, values, len(touched))
         mad = segment_median(slot, np.abs(values - median[slot]), len(touched))
-        return median, _MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
+        return median, MAD_TO_SIGMA * mad, np.bincount(slot[fresh], minlength=len(touched))
 
     def baseline(self, ids: Ids) -> Floats:
         """The series' usual residual against its peers (a fraction of the peer median)."""
@@ -383,7 +381,7 @@ def _stats(slot: Ids, values: Floats, n: int) -> tuple[Floats, Floats, NDArray[n
         return _row_stats(grid, count)
     median = segment_median(slot, values, n)
     mad = segment_median(slot, np.abs(values - median[slot]), n)
-    return median, _MAD_TO_SIGMA * mad, count
+    return median, MAD_TO_SIGMA * mad, count
 
 
 def segment_median(slot: NDArray[np.intp], values: Floats, n: int) -> Floats:
