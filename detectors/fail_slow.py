@@ -233,7 +233,8 @@ class FailSlow:
     def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
         """Whether each watched series' GPU reads hotter than its peers now, by no more than is usual for
         it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap."""
-        gap = self._gaps(ids, watched, ts)
+        temp = self._temps(watched, ts)
+        gap = self._gaps(ids, watched, ts, temp)
         seen = np.isfinite(gap)
         if not seen.any():
             return np.zeros(len(watched), dtype=bool)
@@ -243,7 +244,7 @@ class FailSlow:
             # among the fleet's hottest GPUs, any heat over the peers keeping pace will do: a node at a hot
             # inlet has all its GPUs at their slowdown temperature, and they throttle in turns, each a
             # degree or two above the others
-            hottest = (gap > 0.0) & (self._temps(watched, ts) >= self._fleet_temp)
+            hottest = (gap > 0.0) & (temp >= self._fleet_temp)
             hot = seen & ((gap >= self.heat_margin_c) | hottest) & ~(gap > usual + self.new_heat_c)
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
@@ -278,13 +279,13 @@ class FailSlow:
         fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
         return np.where(fresh, temp, np.nan)
 
-    def _gaps(self, ids: Ids, watched: Ids, ts: Floats) -> Floats:
-        """Degrees C each watched series' GPU (`ids`, their rows `watched`) reads above the median
-        temperature of its peers that keep pace (NaN: no fresh temperature of its own). Peers behind are
+    def _gaps(self, ids: Ids, watched: Ids, ts: Floats, temp: Floats) -> Floats:
+        """Degrees C each watched series' GPU (`ids`, their rows `watched`, its temperatures `temp` as
+        `_temps` reads them) reads above the median temperature of its peers that keep pace (NaN: no
+        fresh temperature of its own). Peers behind are
         left out: on a hot node several GPUs take turns at their slowdown temperature, and their heat
         would raise the median that a GPU throttling as they do is measured against. With fewer than
         `_PACED_MIN` peers keeping pace, against the median of all its peers."""
-        temp = self._temps(watched, ts)
         if not np.isfinite(temp).any():
             return temp
         slot, member = self.peer.peers_of(ids)
@@ -311,8 +312,9 @@ class FailSlow:
             return
         ids = np.flatnonzero(self.slot >= 0)
         ids = ids[self.entity[self.slot[ids]] >= 0]
-        gaps = self._gaps(ids, self.slot[ids].astype(np.int64), np.full(len(ids), now))
-        temps = self._temps(self.slot[ids].astype(np.int64), np.full(len(ids), now))
+        rows_, at = self.slot[ids].astype(np.int64), np.full(len(ids), now)
+        temps = self._temps(rows_, at)
+        gaps = self._gaps(ids, rows_, at, temps)
         gaps, temps = gaps[np.isfinite(gaps)], temps[np.isfinite(temps)]
         self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan
         self._fleet_temp = float(np.quantile(temps, self.fleet_quantile)) if len(temps) >= 8 else np.nan
