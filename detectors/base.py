@@ -231,11 +231,11 @@ def subset(at: Index, where: NDArray[np.bool_] | NDArray[np.intp]) -> Ids:
 
 
 def grown_id_map(a: NDArray[IntT], n: int) -> NDArray[IntT]:
-    """`a`, an array indexed by series or entity id (-1: none), long enough to hold index n-1 (doubling,
-    at least 1024, new ids -1)."""
+    """`a`, an array indexed by series or entity id (-1: none; a row of them where `a` is 2-D), long
+    enough to hold index n-1 (doubling, at least 1024, new rows -1)."""
     if n <= len(a):
         return a
-    out = np.full(max(2 * len(a), n, 1024), -1, dtype=a.dtype)
+    out = np.full((max(2 * len(a), n, 1024), *a.shape[1:]), -1, dtype=a.dtype)
     out[: len(a)] = a
     return out
 

@@ -164,10 +164,7 @@ class FailSlow:
         work than they do too, is stalling or degrading, not throttling for heat."""
         if not len(ids):
             return
-        grown = max(len(self.work), int(entities.max()) + 1)
-        if grown > len(self.work):
-            pad = np.full((grown - len(self.work), self.work.shape[1]), -1, dtype=np.int64)
-            self.work = np.concatenate([self.work, pad])
+        self.work = grown_id_map(self.work, int(entities.max()) + 1)
         self.work[entities, kinds] = ids
 
     def forget(self, ids: Ids) -> None:
