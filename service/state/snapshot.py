@@ -53,7 +53,8 @@ VERSION = 25  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v23: fail-slow keeps the temperature its fleet's hottest GPUs read (heat throttling at a hot inlet);
 # v24: fail-slow pairs each GPU with its work series (power, tensor activity: `work`, per entity)
 # v25: fusion's `alone_hard` is no longer saved (every tick takes it again before `confirmed` reads it);
-# Xid alerts keep the families each GPU's Xids explain, and when each was last loud (`known_faults`)
+# Xid alerts keep the families each GPU's Xids explain, and when each was last loud (`known_faults`);
+# fail-slow keeps since when each GPU's heat has been new (`new_from`: counted once it lasts)
 
 
 class SnapshotError(ValueError):
