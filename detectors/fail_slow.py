@@ -23,13 +23,16 @@ the plain mean of all it has seen until that much time has passed) and the gap i
 run at now (the `fleet_quantile` of every watched GPU's gap: a fleet at a hot inlet, or with strong
 thermal coupling, has many GPUs far above their peers while busy, and a GPU's first busy period must
 not read as new heat because its own history held only idle hours). Heat that is new (failing cooling: a
-fan, a clogged cold plate) does count: the GPU changed. Parts that degrade on their own (a straggler,
-stalling firmware) do less work: they draw less power and their tensor pipes idle while their peers'
-are busy, which a GPU slowed by heat does not (its peers wait for it at the collectives; its pipes stay
-as busy). Their scrapes behind count even on a GPU whose slot runs hot, at any temperature: every
-fresh work series of the GPU (`watch_work`) at least `shortfall` behind its peers. A GPU's work rate,
-its temperature and its work series are paired by their entity (`watch_heat`, `watch_work`); a GPU
-without a temperature series is judged on its work rate alone, one without work series as before.
+fan, a clogged cold plate) does count once it has lasted `new_heat_s`: the GPU changed. Cooling fails
+over hours; heat that came with the load minutes ago is the GPU warming faster than its peers (after a
+checkpoint's dip, a hot slot reaches its slowdown temperature while its peers still climb). Parts that
+degrade on their own (a straggler, stalling firmware) do less work: they draw less power and their tensor
+pipes idle while their peers' are busy, which a GPU slowed by heat does not (its peers wait for it at the
+collectives; its pipes stay as busy). Their scrapes behind count even on a GPU whose slot runs hot, at
+any temperature: every fresh work series of the GPU (`watch_work`) at least `shortfall` behind its peers.
+A GPU's work rate, its temperature and its work series are paired by their entity (`watch_heat`,
+`watch_work`); a GPU without a temperature series is judged on its work rate alone, one without work
+series as before.
 Temperatures are in degrees C as DCGM reports them; with fewer than two peers keeping pace the gap is
 against all of them, read back from the peer detector's relative residual (x r / (1 + r): the peers'
 median, not their spread, sets its scale).
@@ -103,6 +106,7 @@ class FailSlow:
         window_s: float = 1800.0,
         heat_margin_c: float = 2.0,
         new_heat_c: float = 8.0,
+        new_heat_s: float = 600.0,
         heat_memory_s: float = 6 * 3600.0,
         fleet_quantile: float = 0.9,
     ) -> None:
@@ -110,6 +114,7 @@ class FailSlow:
         self.peer = PeerDeviation() if peer is None else peer
         self.shortfall = shortfall
         self.heat_margin_c, self.new_heat_c, self.heat_memory_s = heat_margin_c, new_heat_c, heat_memory_s
+        self.new_heat_s = new_heat_s
         self.fleet_quantile = fleet_quantile
         self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
         self._fleet_temp = np.nan  # ... and the temperature its hottest GPUs read then
@@ -121,6 +126,7 @@ class FailSlow:
         self.gap = np.zeros(0)  # per watched series: its GPU's usual heat over its peers (C; NaN: unseen)
         self.gap_ts = np.zeros(0)  # ... when it was last learned
         self.gap_from = np.zeros(0)  # ... and first (until `heat_memory_s` has passed: a plain mean)
+        self.new_from = np.zeros(0)  # ... since when its heat has been new, unbroken (inf: it is not)
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         # Slowness is a state that lasts: scrapes behind add up over half an hour (hardware errors: minutes)
         self.events = PaceSurprise(window_s=window_s)
@@ -146,9 +152,10 @@ class FailSlow:
         self.gap = np.r_[self.gap, np.full(len(new) - reuse, np.nan)]
         self.gap_ts = np.r_[self.gap_ts, np.full(len(new) - reuse, -np.inf)]
         self.gap_from = np.r_[self.gap_from, np.full(len(new) - reuse, np.inf)]
+        self.new_from = np.r_[self.new_from, np.full(len(new) - reuse, np.inf)]
         rows_ = self.slot[new]
         self.entity[rows_], self.gap[rows_] = new_ents, np.nan
-        self.gap_ts[rows_], self.gap_from[rows_] = -np.inf, np.inf
+        self.gap_ts[rows_], self.gap_from[rows_], self.new_from[rows_] = -np.inf, np.inf, np.inf
 
     def watch_heat(self, ids: Ids, entities: Ids) -> None:
         """These series are the temperatures of GPU `entities` (registration time): a GPU behind while
@@ -181,7 +188,7 @@ class FailSlow:
         self.slot[ids] = -1
         self.behind[gone] = 0.0
         self.entity[gone], self.gap[gone] = -1, np.nan
-        self.gap_ts[gone], self.gap_from[gone] = -np.inf, np.inf
+        self.gap_ts[gone], self.gap_from[gone], self.new_from[gone] = -np.inf, np.inf, np.inf
         self.events.forget(gone)
         self._free = sorted([*self._free, *gone.tolist()], reverse=True)  # lowest first: as restored
 
@@ -242,9 +249,20 @@ class FailSlow:
             # inlet has all its GPUs at their slowdown temperature, and they throttle in turns, each a
             # degree or two above the others
             hottest = (gap > 0.0) & (temp >= self._fleet_temp)
-            hot = seen & ((gap >= self.heat_margin_c) | hottest) & ~(gap > usual + self.new_heat_c)
+            hot = (
+                seen
+                & ((gap >= self.heat_margin_c) | hottest)
+                & ~self._new_heat(watched, ts, gap > usual + self.new_heat_c)
+            )
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
+
+    def _new_heat(self, watched: Ids, ts: Floats, over: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Whether each row's heat, `over` its usual by more than `new_heat_c` now, has been so unbroken
+        for `new_heat_s` (a row whose heat is not over starts again)."""
+        self.new_from[watched[~over]] = np.inf
+        np.minimum.at(self.new_from, watched[over], ts[over])
+        return np.asarray(over & (ts - self.new_from[watched] >= self.new_heat_s))
 
     def _less_work(self, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
         """Whether each watched row's GPU does less work than its peers now: every one of its work series
@@ -339,7 +357,7 @@ class FailSlow:
         the peer detector's state when that is fail-slow's own."""
         own = self.slot.itemsize + self.behind.itemsize + self.entity.itemsize + self.heat.itemsize
         own += self.work.itemsize * self.work.shape[1]
-        own += self.gap.itemsize + self.gap_ts.itemsize + self.gap_from.itemsize
+        own += self.gap.itemsize + self.gap_ts.itemsize + self.gap_from.itemsize + self.new_from.itemsize
         own += self.events.bytes_per_series()
         return own + (self.peer.bytes_per_series() if self.owns_peer else 0)
 
@@ -350,14 +368,25 @@ class FailSlow:
         fleet = np.array([self._fleet_gap, self._fleet_ts, self._fleet_temp])
         pairs = tuple(
             array_pieces(a)
-            for a in (self.entity, self.heat, self.work, self.gap, self.gap_ts, self.gap_from, fleet)
+            for a in (
+                self.entity,
+                self.heat,
+                self.work,
+                self.gap,
+                self.gap_ts,
+                self.gap_from,
+                self.new_from,
+                fleet,
+            )
         )
         return pack_blobs(
             array_pieces(self.slot), array_pieces(self.behind), *pairs, self.events.snapshot(), *peer
         )
 
     def restore(self, data: Stored) -> None:
-        slot, behind, entity, heat, work, gap, gap_ts, gap_from, fleet, events, *peer = unpack_blobs(data)
+        slot, behind, entity, heat, work, gap, gap_ts, gap_from, new_from, fleet, events, *peer = (
+            unpack_blobs(data)
+        )
         if len(peer) != int(self.owns_peer):
             which = "without" if self.owns_peer else "with"
             raise ValueError(f"snapshot of a fail-slow detector {which} a peer detector of its own")
@@ -369,6 +398,7 @@ class FailSlow:
         self.gap = load_array(gap).astype(np.float64, copy=False)
         self.gap_ts = load_array(gap_ts).astype(np.float64, copy=False)
         self.gap_from = load_array(gap_from).astype(np.float64, copy=False)
+        self.new_from = load_array(new_from).astype(np.float64, copy=False)
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]

@@ -474,7 +474,6 @@ class Fusion:
             "common_share": self.common_share,
             "rising_share": self.rising_share,
             "alone": self.alone,
-            "alone_hard": self.alone_hard,
             "shift": self.shift,
             "sustained_shift": self.sustained_shift,
             "sustained": self.sustained,
@@ -507,8 +506,8 @@ class Fusion:
         self.common_share = np.asarray(arrays["common_share"], dtype=np.float64)
         self.rising_share = np.asarray(arrays["rising_share"], dtype=np.float64)
         self.alone = np.asarray(arrays["alone"], dtype=np.float64)
-        self.alone_hard = np.asarray(arrays["alone_hard"], dtype=np.float64)
-        self.alone_intermittent = np.zeros_like(self.alone_hard)  # taken again at the next tick
+        self.alone_hard = np.zeros_like(self.alone)  # both taken again by the next tick before `confirmed`
+        self.alone_intermittent = np.zeros_like(self.alone)
         self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained_shift = np.asarray(arrays["sustained_shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained = np.asarray(arrays["sustained"], dtype=bool).reshape(-1, N_FAMILIES)

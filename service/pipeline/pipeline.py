@@ -467,6 +467,7 @@ class Pipeline:
             self.lifecycle.ensure(len(fused))
             alerting = self.lifecycle.phase[: len(fused)] == Phase.FIRING
             calibration.observe(tick, fusion.at_tick, fusion.present, is_gpu, alerting, fusion.sustained)
+        self.xid_alerts.known.observe(tick, fusion.at_tick)
         alerts = [
             self._transition_alert(t)
             for t in self.lifecycle.step(fused, tick, fire, fusion.confirmed(self.config.lifecycle.fire))
@@ -480,12 +481,13 @@ class Pipeline:
     def _allowed(self, tr: Transition) -> bool:
         """Whether a transition pages: not a GPU's warning while its own Xid alert fires (the fault is
         known and paged; the errors, heat or slowness that go on until its repair are that fault's, not
-        a warning of another), and not past the entity's hourly cap. Either withholds the episode's
-        resolve too."""
+        a warning of another), nor after it resolved while only families its Xid explains vote
+        (`known_faults`), and not past the entity's hourly cap. Any withholds the episode's resolve too."""
         if not tr.firing:
             return self.rate_limit.allow_resolve(tr.entity)
         ent = self.registry.entities[tr.entity]
-        if ent.gpu is not None and (ent.node, ent.gpu) in self.xid_alerts.firing_gpus():
+        known = self.xid_alerts.known.explains(tr.entity, self.fusion.voting_families(tr.entity))
+        if known or (ent.gpu is not None and (ent.node, ent.gpu) in self.xid_alerts.firing_gpus()):
             self.rate_limit.mute(tr.entity)
             return False
         return self.rate_limit.allow_firing(tr.entity, tr.at)

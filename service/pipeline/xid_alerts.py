@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from prexid.detectors.known_faults import KnownFaults
 from prexid.detectors.xid_bursts import Burst, XidBursts
 from prexid.detectors.xid_catalog import XidInfo, xid_info
 from prexid.service.decode.xid import normalise_pci
@@ -87,6 +88,7 @@ class XidAlerts:
         self.bursts = XidBursts()
         self.incidents: dict[tuple[str, float], _Incident] = {}
         self.twins = _Twins(twin_window_s)
+        self.known = KnownFaults()  # each GPU's Xid-explained families, past the alert's resolve
 
     def observe(
         self, ev: XidEvent, source: XidSource = "kernel", gpu_entity: int | None = None
@@ -99,6 +101,8 @@ class XidAlerts:
         where = f"gpu:{gpu_entity}" if gpu_entity is not None else f"pci:{normalise_pci(ev.pci_bus_id)}"
         if self.twins.is_twin((node, where, ev.code), source, ev.ts):
             return None
+        if gpu_entity is not None:
+            self.known.record(gpu_entity, ev.code, ev.ts)
         for quiet in self.bursts.close_quiet(ev.ts):
             self.incidents.pop((quiet.node, quiet.opened_ts), None)
         burst, _ = self.bursts.observe(node, ev.ts, ev.code)
@@ -215,6 +219,7 @@ class XidAlerts:
                 for (node, ts), i in self.incidents.items()
             ],
             "xid_twins": [[*key, entries] for key, entries in self.twins.seen.items()],
+            **self.known.snapshot_meta(),
         }
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
@@ -237,3 +242,4 @@ class XidAlerts:
             (str(node), str(where), int(code)): [list(e) for e in entries]
             for node, where, code, entries in meta.get("xid_twins", [])
         }
+        self.known.restore_meta(meta)

@@ -344,3 +344,25 @@ def test_gpus_throttling_in_turns_at_a_hot_inlet_are_not_counted() -> None:
     assert p.min() == 1.0 and fs.behind.sum() == 0.0
     fs, p = _turns(hot_node=1, slow_node=0)
     assert fs.behind[:GPUS].sum() >= 100.0 and p[:, :GPUS].min() < 1e-3
+
+
+def test_a_hot_slot_reaching_its_slowdown_temperature_first_after_a_dip_is_not_new_heat() -> None:
+    """Wide tuning cell seed 40 (node-00 GPU 0): a slot 6 C hotter than its peers throttles in every busy
+    hour; after a checkpoint's dip it warms faster than they do and throttles at 16 C over them for two
+    minutes while they still climb, and fail-slow paged it as new heat. Heat that came with the load
+    minutes ago is not failing cooling (that lasts: `test_fail_slow_counts_heat_that_is_new_...`)."""
+    peer, fs, ids = paired(0.0)
+    rng, out = np.random.default_rng(9), []
+    for t in range(330):
+        dip, warming = 240 <= t < 260, 260 <= t < 268
+        peers = 50.0 if dip else 70.0 if warming else 80.0
+        temp = np.full(GPUS, peers) + rng.normal(0, 0.3, GPUS)
+        temp[5] = 55.0 if dip else 86.0
+        clock = 1965.0 + rng.normal(0, 4.0, GPUS)
+        clock[5] *= 1.0 if dip else 0.85  # at its slowdown temperature: throttling
+        x = np.r_[clock, np.round(temp)]
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    assert np.array(out)[:, 5].min() == 1.0
+    assert fs.behind[fs.slot[5]] == 0.0

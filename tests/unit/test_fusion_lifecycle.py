@@ -412,3 +412,28 @@ def test_heat_turning_to_rise_against_the_eased_load_is_judged_afresh() -> None:
     rising = _heat_after_the_host_eased(True)
     assert rising[0] <= cfg.workload_cap
     assert max(rising) == cfg.family_cap  # hotter while no load moved: the node's own vote
+
+
+def test_a_fusion_restored_mid_ramp_confirms_and_scores_like_an_uninterrupted_one() -> None:
+    """`alone_hard` is not in the snapshot: every tick takes it again before `confirmed` reads it, so a
+    fusion restored while a hard-error ramp is sustained fires at the same ticks with the same scores."""
+    after = FusionConfig().burst_after_s
+    at = {int((after + 60.0 + k * 240.0) / 15.0) for k in range(6)}
+    first, second = Fusion(), Fusion()
+    first.ensure(1)
+    cut = sorted(at)[4] + 1  # past the fourth burst: the ramp is sustained and bursts count
+    out: dict[str, list[tuple[float, bool]]] = {"whole": [], "restored": []}
+    for tick in range(int((after + 2400.0) / 15.0)):
+        if tick == cut:
+            assert first.alone_hard[0] > 0.0  # the restore happens while the ramp's vote is held
+            second.restore_arrays({k: np.array(v, copy=True) for k, v in first.snapshot_arrays().items()})
+        for name, f in (("whole", first), ("restored", second)):
+            if name == "restored" and tick < cut:
+                continue
+            if tick in at:
+                f.ingest(*evidence([0], [Family.MEMORY_ECC], [1e-12]))
+            fused = f.evaluate(15.0 * tick)
+            if tick >= cut:
+                out[name].append((float(fused[0]), bool(f.confirmed(FIRE)[0])))
+    assert out["restored"] == out["whole"]
+    assert any(confirmed for _, confirmed in out["whole"])
