@@ -312,14 +312,18 @@ class Fusion:
         evidence, or weak fresh evidence from the very series holding it, ends it. A sibling series'
         weak sample (a row remapped while SBEs ramp, both memory ECC) says nothing of the ramp. Once
         `bursting`, a hard-error family's streak lasts while its last strong burst is at most
-        `sustain_gap_s` old: a ramp's bursts come minutes apart."""
+        `sustain_gap_s` old: a ramp's bursts come minutes apart. So does fail-slow's, from the first tick:
+        stalling firmware is behind its peers on one scrape in several, and its pace detector has judged
+        the count of scrapes behind against the GPU's own pace already (a strong one is no chance lag)."""
         cfg = self.config
         strong = self.fresh >= cfg.sustain_surprise
         self.strong_at = np.where(strong, tick, self.strong_at)
         weakened = (self.fresh_top > 0.0) & (self.fresh_top < cfg.sustain_surprise)
         waiting = ~weakened & (self.held >= cfg.sustain_surprise)
+        recent = tick - self.strong_at <= cfg.sustain_gap_s
         if self.bursting(tick):
-            waiting |= _mask(HARD_ERROR_FAMILIES) & (tick - self.strong_at <= cfg.sustain_gap_s)
+            waiting |= _mask(HARD_ERROR_FAMILIES) & recent
+        waiting |= ~weakened & _mask(INTERMITTENT_FAMILIES) & recent
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def load_coupled(self) -> NDArray[np.bool_]:
