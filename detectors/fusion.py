@@ -62,6 +62,10 @@ class FusionConfig:
     # a leaky part's bursts are surprising enough to be strung into a ramp.
     sustain_gap_s: float = 600.0
     burst_after_s: float = 7200.0
+    # Fail-slow's evidence comes on the scrapes behind only (stalling firmware: one in several): its streak
+    # outlasts the quiet scrapes while its held evidence is at least this (p 0.1 once decayed at
+    # `half_life_s`: a stall at p 1e-6 bridges about five minutes, one at 1e-12 about seven).
+    intermittent_hold: float = 1.0
     # A decisive event (a row remap pending or failed: `signals.DECISIVE_METRICS`) holds its family at the
     # hard-error cap, sustained, for this long: one counter step is a page by itself.
     decisive_hold_s: float = 600.0
@@ -312,7 +316,11 @@ class Fusion:
         evidence, or weak fresh evidence from the very series holding it, ends it. A sibling series'
         weak sample (a row remapped while SBEs ramp, both memory ECC) says nothing of the ramp. Once
         `bursting`, a hard-error family's streak lasts while its last strong burst is at most
-        `sustain_gap_s` old: a ramp's bursts come minutes apart."""
+        `sustain_gap_s` old: a ramp's bursts come minutes apart. Fail-slow's lasts while its held evidence
+        has not faded out (`intermittent_hold`), from the first tick: stalling firmware is behind its peers
+        on one scrape in several, and its pace detector has judged the count of scrapes behind against the
+        GPU's own pace already (a strong one is no chance lag). A stronger stall bridges a longer gap; a
+        lone lag long after a GPU stopped stalling does not revive its streak."""
         cfg = self.config
         strong = self.fresh >= cfg.sustain_surprise
         self.strong_at = np.where(strong, tick, self.strong_at)
@@ -320,6 +328,7 @@ class Fusion:
         waiting = ~weakened & (self.held >= cfg.sustain_surprise)
         if self.bursting(tick):
             waiting |= _mask(HARD_ERROR_FAMILIES) & (tick - self.strong_at <= cfg.sustain_gap_s)
+        waiting |= ~weakened & _mask(INTERMITTENT_FAMILIES) & (self.held >= cfg.intermittent_hold)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def load_coupled(self) -> NDArray[np.bool_]:

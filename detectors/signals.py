@@ -55,8 +55,10 @@ HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # usually does for half an hour (its evidence is a CUSUM of 5-minute means: it cannot rise in one step).
 SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
 # Sustained families whose evidence arrives on some scrapes only, minutes apart (a GPU stalling now and
-# then is behind its peers on one scrape in several): once sustained, each such scrape holds the score
-# above the firing threshold for a tick or two only, so the lifecycle fires them at once (`confirmed`).
+# then is behind its peers on one scrape in several): their streak outlasts the quiet scrapes between
+# while their held evidence has not faded out (`FusionConfig.intermittent_hold`), and once sustained, each
+# such scrape holds the score above the firing threshold for a tick or two only, so the lifecycle fires
+# them at once (`confirmed`).
 INTERMITTENT_FAMILIES = frozenset({Family.FAIL_SLOW})
 # How fast a GPU works, in a unit that stays put on idle GPUs (345 MHz): fail-slow reads it. Power is not
 # used: idle GPUs spread widely around their peers, and on the simulated week it paged on them.

@@ -115,6 +115,45 @@ def test_a_sustained_gpu_stalling_minutes_apart_is_paged_at_its_next_stall() -> 
     assert fired and fired[0] <= max(at)
 
 
+def _stalls_paged(minutes_p: list[tuple[float, float]], ticks: int) -> list[int]:
+    """Ticks at which a GPU's fail-slow evidence (scrapes behind at the given minutes, each at the given
+    pace p, nothing between) fires through fusion and the lifecycle."""
+    f, life = Fusion(), Lifecycle()
+    f.ensure(1)
+    at = {round(m * 4.0): p for m, p in minutes_p}
+    fired = []
+    for tick in range(ticks):
+        if tick in at:
+            f.ingest(*evidence([0], [Family.FAIL_SLOW], [at[tick]]))
+        fused = f.evaluate(15.0 * tick)
+        fired += [tick for t in life.step(fused, 15.0 * tick, None, f.confirmed(FIRE)) if t.firing]
+    return fired
+
+
+def test_a_gpu_stalling_minutes_apart_is_sustained_fail_slow_across_the_gaps() -> None:
+    """wide-s39's Xid 119 GPU (node-04 GPU 3): its GSP stalls came 0.25-3.3 minutes apart, its pace p
+    falling to 1e-9 by the fifth; the streak ended whenever the held evidence faded between two stalls,
+    never reached four, and the GPU was paged by its Xid only. Its streak outlasts the gaps while the held
+    evidence has not faded out: paged at the fifth stall. The same stalls 11 minutes apart are not strung
+    together."""
+    stalls = [(6.06, 5.7e-5), (6.81, 1.6e-6), (10.06, 5.0e-7), (10.31, 1.4e-8), (11.31, 9.3e-10)]
+    fired = _stalls_paged(stalls, 60)
+    assert fired and fired[0] == round(11.31 * 4.0)
+    apart = [(11.0 * k, p) for k, (_, p) in enumerate(stalls)]
+    assert not _stalls_paged(apart, int(11.0 * 4 * 5) + 20)
+
+
+def test_a_lone_lag_long_after_a_gpu_stopped_stalling_does_not_revive_its_streak() -> None:
+    """wide-s34's straggler (node-03 GPU 0), paged, then drained: idle, its clock wobbled 10% behind its
+    peers on two scrapes 4 and 13 minutes after its last lag, each at p 1e-12 (its pace window still
+    full of the straggler's lag). Bridged by a fixed 10-minute gap the streak of hundreds survived both
+    and paged again on the second; faded out, it does not."""
+    lagging = [(k * 0.25, 1e-12) for k in range(40)]  # ten minutes behind: sustained, paged
+    fired = _stalls_paged([*lagging, (13.75, 1e-12), (23.0, 1e-12)], 120)
+    assert fired and fired[0] < 40
+    assert all(t < 40 for t in fired)
+
+
 def test_lifecycle_fires_confirmed_evidence_without_waiting_again() -> None:
     """A hard-error ramp whose streak is sustained already fires on its first tick above the threshold;
     other entities still wait `persist_ticks`."""
