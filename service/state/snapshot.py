@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 24  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 26  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -52,6 +52,8 @@ VERSION = 24  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v22: error counters keep their current episode's least p (`cur_p`: an escalated episode is not learned)
 # v23: fail-slow keeps the temperature its fleet's hottest GPUs read (heat throttling at a hot inlet);
 # v24: fail-slow pairs each GPU with its work series (power, tensor activity: `work`, per entity)
+# v26 (v25 is another branch's): the error counters' fleet prior keeps each field's fleet key (the prior is
+# fitted from every partition's statistics) and refits at fixed event times
 
 
 class SnapshotError(ValueError):
