@@ -16,12 +16,26 @@ its episode is so far:
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
-p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at. Bursts of a ramp add up
-in its episode and it teaches the baseline only once it is over, and only if it never got rarer than
-`escalated_p`: a part whose episodes keep growing (a weakening HBM row, its SBEs accelerating hour
-after hour, each hour-long episode cut by `max_episode_s`) is degrading, not leaky, and its first
-paged-strength episode must not make the next one its usual (nor, as the only part with an episode
-over, its fleet's). A leaky part's ordinary episodes are learned as before.
+p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
+
+Episodes less than about an hour apart form a run (a count of episodes begun, decaying with
+`run_half_life_s`; the run is over when it falls below `RUN_OVER`). While a run is under `young_run_s`
+old, the episodes it taught the part are left out of the history it is judged by (rate and sizes) if
+one of them was notable (p < `notable_p`, not escalated): a failing part's first episode, ordinary
+enough to be learned (three SBEs in five minutes, p 2e-6), made its next episode's bursts three long as
+usual, so the ramp that followed took twenty bursts to look rare. A leaky part's ordinary episodes are
+never notable (its drips teach it that its episodes are single errors, so a burst after them is rarer
+for it, not less), and any run is learned once older. A run that got rarer than `escalated_p` within
+`young_run_s` is taken back out of what the part learned once it is over, as an escalated episode never
+goes in; a longer one is kept (hours of ordinary ticking after one rare episode are a leaky part's new
+habit). Scoring the run's count itself (a negative binomial tail against the part's rate from before
+it) was tried and dropped: a part taking up a leaky habit was never learned and stayed rare for hours.
+
+Bursts of a ramp add up in its episode and it teaches the baseline only once it is over, and only if
+it never got rarer than `escalated_p`: a part whose episodes keep growing (a weakening HBM row, its
+SBEs accelerating hour after hour, each hour-long episode cut by `max_episode_s`) is degrading, not
+leaky, and its first paged-strength episode must not make the next one its usual (nor, as the only
+part with an episode over, its fleet's). A leaky part's ordinary episodes are learned as before.
 
 The fleet prior is refitted at fixed event times (multiples of `refit_every_s`, before the first sample
 past each) from the fleet's sufficient statistics (`fleet_prior`): this detector's own series', plus,
@@ -30,10 +44,11 @@ refit time (`set_outside`, `stats_at`). So every partition fits the prior one pr
 node would, and a partition of clean GPUs learns that the fleet's leaky ones tick.
 
 For `warmup_s` of event time after its first error-counter sample's refit period, until the fleet
-prior has been refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing is called
-rarer than `warm_floor` then (still a vote, never a page alone). A fleet whose counters tick in bursts
-otherwise paged its first bursts before it had seen what its bursts look like. Event time, not pooled
-exposure: a shard of a few nodes warms when the whole fleet's one would, so partitions agree.
+prior has been refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing
+is called rarer than `warm_floor` then (still a vote, never a page alone). A fleet whose counters tick
+in bursts otherwise paged its first bursts before it had seen what its bursts look like. Event time,
+not pooled exposure: a shard of a few nodes warms when the whole fleet's one would, so partitions
+agree.
 
 A counter that goes down was reset (driver reload, GPU reset, exporter restart with another origin):
 the new value is a new baseline, not new errors. Errors since the reset are unknown, and the one
@@ -48,6 +63,7 @@ from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesSt
 from prexid.detectors.fleet_prior import FleetPrior, PriorStats, merge
 
 P_FLOOR = 1e-12
+RUN_OVER = 0.25  # a run's decaying episode count below this (two half-lives without one): it is over
 _DAY = 86400.0
 
 
@@ -81,8 +97,14 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         warmup_s: float = 1200.0,
         warm_floor: float = 1e-3,
         escalated_p: float = 1e-6,
+        run_half_life_s: float = 1800.0,
+        young_run_s: float = 7200.0,
+        notable_p: float = 1e-4,
     ) -> None:
+        self.young_run_s = young_run_s
+        self.notable_p = notable_p
         self.escalated_p = escalated_p
+        self.run_half_life_s = run_half_life_s
         self.warmup_s = warmup_s
         self.warm_floor = warm_floor
         self.window_s = window_s
@@ -108,7 +130,17 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "cur_start": np.nan,
                 "cur_last": np.nan,
                 "cur_p": 1.0,  # the current episode's least p so far
-            }
+                "recent": 0.0,  # episodes begun, forgotten with `run_half_life_s` (the run's count)
+                # the run (episodes until `recent` falls below `RUN_OVER`): its episodes over and learned,
+                # their bursts and errors (left out of the history it is judged by), its least p
+                "run_learned": 0.0,
+                "run_bursts": 0.0,
+                "run_errors": 0.0,
+                "run_p": 1.0,
+                "run_learned_p": 1.0,  # the least p of the episodes it taught
+                "run_start": np.nan,  # when the run's first episode began
+            },
+            capacity=64,  # a fleet's error counters are a few of its series: grown as their ids come
         )
 
     def set_fields(self, ids: Ids, fields: Ids, keys: Ids | None = None) -> None:
@@ -204,6 +236,13 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             p[part] = by_rounds(self._update_round, ids[part], ts[part], values[part])
         return p
 
+    def _held_out(self, now: Floats | float, run_start: Floats, run_learned_p: Floats) -> Floats:
+        """1 where a run's learned episodes are left out of the history that judges it (young, and one
+        of them notable), else 0."""
+        with np.errstate(invalid="ignore"):
+            young = np.asarray(now - run_start < self.young_run_s)
+        return (young & (run_learned_p < self.notable_p)).astype(np.float64)
+
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
@@ -212,6 +251,9 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         cur_b, cur_e = st["cur_bursts"][ids], st["cur_errors"][ids]
         cur_start, cur_last = st["cur_start"][ids], st["cur_last"][ids]
         cur_p = st["cur_p"][ids]
+        recent, run_p = st["recent"][ids], st["run_p"][ids]
+        run_n, run_b, run_e = st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids]
+        run_start, run_learned_p = st["run_start"][ids], st["run_learned_p"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore"):
@@ -230,6 +272,23 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         episodes = np.where(seen, episodes * decay, episodes) + learn
         bursts = np.where(seen, bursts * decay, bursts) + np.where(learn, cur_b, 0.0)
         errors = np.where(seen, errors * decay, errors) + np.where(learn, cur_e, 0.0)
+        run_n, run_b = run_n + learn, run_b + np.where(learn, cur_b, 0.0)
+        run_learned_p = np.where(learn, np.minimum(run_learned_p, cur_p), run_learned_p)
+        run_e = run_e + np.where(learn, cur_e, 0.0)
+        # a run is over once its count has faded (two half-lives without an episode): a rare one (a
+        # degrading part's, not a leaky part's usual) is taken back out of what the part has learned
+        recent = recent * np.exp2(-dt / self.run_half_life_s)
+        over = (recent < RUN_OVER) & (run_n > 0)
+        with np.errstate(invalid="ignore"):
+            short = ts - run_start < self.young_run_s  # a long one is a leaky part's habit: kept
+        unlearn = over & (run_p < self.escalated_p) & short
+        episodes = np.where(unlearn, np.maximum(episodes - run_n, 0.0), episodes)
+        bursts = np.where(unlearn, np.maximum(bursts - run_b, 0.0), bursts)
+        errors = np.where(unlearn, np.maximum(errors - run_e, 0.0), errors)
+        run_n, run_b, run_e = (np.where(over, 0.0, v) for v in (run_n, run_b, run_e))
+        run_p = np.where(recent < RUN_OVER, 1.0, run_p)
+        run_start = np.where(recent < RUN_OVER, np.nan, run_start)
+        run_learned_p = np.where(recent < RUN_OVER, 1.0, run_learned_p)
         cur_p = np.where(close, 1.0, cur_p)
         cur_b, cur_e = np.where(close, 0.0, cur_b), np.where(close, 0.0, cur_e)
         cur_start = np.where(close, np.nan, cur_start)
@@ -237,6 +296,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
 
         starts = burst & ~np.isfinite(cur_start)
         cur_start = np.where(starts, ts, cur_start)
+        run_start = np.where(starts & ~np.isfinite(run_start), ts, run_start)
+        recent = recent + starts
         cur_b, cur_e = cur_b + burst, cur_e + delta
         cur_last = np.where(burst, ts, cur_last)
 
@@ -244,23 +305,33 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         new = np.flatnonzero(burst)
         if len(new):
             alpha, beta, fleet_bursts, fleet_errors = self.prior.of(st["field"][ids[new]])
-            rate = (alpha + episodes[new]) / (beta + exposure[new])
+            # a young run is judged against the part's history from before it: its ordinary first
+            # episodes (learned) must not make its next ones the part's usual
+            young = self._held_out(ts[new], run_start[new], run_learned_p[new])
+            episodes_h = np.maximum(episodes[new] - young * run_n[new], 0.0)
+            bursts_h = np.maximum(bursts[new] - young * run_b[new], 0.0)
+            errors_h = np.maximum(errors[new] - young * run_e[new], 0.0)
+            rate = (alpha + episodes_h) / (beta + exposure[new])
             p_start = -np.expm1(-rate * self.window_s)
             w = self.fleet_weight
-            mean_bursts = (w * fleet_bursts + bursts[new]) / (w + episodes[new])
-            mean_errors = (w * fleet_errors + errors[new]) / (w + episodes[new])
+            mean_bursts = (w * fleet_bursts + bursts_h) / (w + episodes_h)
+            mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
             )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
             p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
             cur_p[new] = np.minimum(cur_p[new], p[new])
+            run_p[new] = np.minimum(run_p[new], p[new])
 
         st["exposure"][ids], st["episodes"][ids] = exposure, episodes
         st["bursts"][ids], st["errors"][ids] = bursts, errors
         st["cur_bursts"][ids], st["cur_errors"][ids] = cur_b, cur_e
         st["cur_start"][ids], st["cur_last"][ids] = cur_start, cur_last
         st["cur_p"][ids] = cur_p
+        st["recent"][ids], st["run_p"][ids] = recent, run_p
+        st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids] = run_n, run_b, run_e
+        st["run_start"][ids], st["run_learned_p"][ids] = run_start, run_learned_p
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p

@@ -10,11 +10,15 @@ from prexid.detectors.error_counter import ErrorCounterSurprise
 from prexid.detectors.fleet_prior import PriorStats, merge
 from prexid.detectors.fleet_vote import Summary
 from prexid.detectors.signals import N_FAMILIES
-from prexid.service.pipeline.fleet_judge import FleetBoard
+from prexid.service.decode.types import RawSample
+from prexid.service.pipeline.fleet import Fleet
+from prexid.service.pipeline.fleet_judge import FleetBoard, FleetJudge
 from prexid.service.pipeline.fleet_summary import PartitionSummary, SummaryError
+from prexid.service.pipeline.pipeline import Pipeline
 
 STEP = 15.0
 ROW = ((1,) * N_FAMILIES, (0,) * N_FAMILIES)
+METRIC = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
 
 
 def _bursty_fleet() -> NDArray[np.float64]:
@@ -104,3 +108,62 @@ def test_the_board_keeps_each_partitions_latest_prior_stats_across_records_witho
     board.observe(PartitionSummary(1, Summary(15.0, ROW, ROW, ROW), prior=stats))
     board.observe(PartitionSummary(1, Summary(30.0, ROW, ROW, ROW)))
     assert board.priors[1] is stats
+
+
+def _replay_counters(partitions: list[list[str]], mode: str = "fleet") -> list[Pipeline]:
+    """Four nodes of 8 GPUs, 3 h of one PCIe replay counter each: node-00's GPUs 0-3 replay five bursts
+    every 40 minutes, the rest stay clean. One pipeline per partition (nodes listed), stepped as one
+    `Fleet`, or each with a fleet judge on one board, records read one scrape late ("judged"), or each
+    alone ("alone")."""
+    pipes = [Pipeline() for _ in partitions]
+    board = FleetBoard()
+    judged = mode != "fleet"
+    judges = (
+        [FleetJudge(p, i, board, lateness_s=120.0) for i, p in enumerate(pipes)] if mode == "judged" else []
+    )
+    fleet = None if judged else Fleet(pipes)
+    total = np.zeros((4, 8))
+    for t in range(720):
+        if t % 160 in range(20, 25):
+            total[0, :4] += (2, 3, 1, 4, 2)[t % 160 - 20]
+        for pipe, nodes in zip(pipes, partitions, strict=True):
+            rows = [
+                RawSample(
+                    METRIC,
+                    {"gpu": str(g), "Hostname": node},
+                    1.8e9 + t * STEP,
+                    float(total[int(node[-1]), g]),
+                )
+                for node in nodes
+                for g in range(8)
+            ]
+            pipe.add_samples(rows, "metrics:0")
+        if fleet is not None:
+            fleet.advance()
+        for pipe in pipes if judged else ():
+            pipe.advance()
+        for judge in judges:
+            for record in judge.take_outbox():
+                board.observe(PartitionSummary.from_bytes(record.to_bytes()))
+    return pipes
+
+
+def _prior(pipe: Pipeline) -> NDArray[np.float64]:
+    prior = pipe.bank.error_counter.prior
+    return np.array([prior.alpha[0], prior.beta[0], prior.bursts_mean[0], prior.errors_mean[0]])
+
+
+def test_partitions_stepped_as_a_fleet_fit_the_prior_one_process_fits() -> None:
+    """The leaky GPUs are all on node-00, in the first partition: the second partition's prior is the
+    fleet's (one process's) in a `Fleet` exactly, and under `prexid run`'s judges from the other
+    partition's last record (a refit late at most); fitted on its own clean GPUs it expects no bursts."""
+    (one,) = _replay_counters([["node-00", "node-01", "node-02", "node-03"]])
+    halves = [["node-00", "node-01"], ["node-02", "node-03"]]
+    fleet = _replay_counters(halves)
+    assert one.bank.error_counter.prior.bursts_mean[0] > 2.0  # the fleet's episodes: five bursts
+    for pipe in fleet:
+        np.testing.assert_allclose(_prior(pipe), _prior(one), rtol=1e-9)
+    judged = _replay_counters(halves, "judged")
+    assert judged[1].bank.error_counter.prior.bursts_mean[0] > 2.0
+    alone = _replay_counters(halves, "alone")
+    assert alone[1].bank.error_counter.prior.bursts_mean[0] < 1.5  # the partition-local prior
