@@ -314,7 +314,11 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             rate = (alpha + episodes_h) / (beta + exposure[new])
             p_start = -np.expm1(-rate * self.window_s)
             w = self.fleet_weight
-            mean_bursts = (w * fleet_bursts + bursts_h) / (w + episodes_h)
+            # at least the bursts the part's own pace strings together by chance: episodes arriving at
+            # `rate` begin within `gap_s` of a burst with probability 1 - exp(-rate gap_s), so a leaky
+            # part's Poisson episodes minutes apart are one long episode no rarer than that
+            chained = np.exp(rate * self.gap_s)  # mean of the geometric with that continuation
+            mean_bursts = np.maximum((w * fleet_bursts + bursts_h) / (w + episodes_h), chained)
             mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)

@@ -193,6 +193,23 @@ def test_error_counter_a_short_rare_run_is_unlearned_once_over() -> None:
     assert p[again[8], 10] < 1e-8
 
 
+def test_error_counter_a_leaky_parts_episodes_strung_together_by_chance_are_not_a_ramp() -> None:
+    """wide-s28 node-01 GPU 7: a part booking a burst of ~10 PCIe replays every 20-70 minutes (its
+    episodes single bursts) then books eight in 40 minutes, each within the 10-minute gap of the last:
+    one episode of eight bursts. Judged by its single-burst episodes it reached p 1e-12 and paged; at
+    its own pace an episode begins within 10 minutes of a burst about one time in five, so eight in a
+    row is unusual, not page-strength (3e-7). A clean part's same eight bursts still are."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(10,), hours=8)
+    drips = [100, 300, 420, 700, 860, 1050, 1230, 1330]
+    chain = [1400, 1413, 1449, 1461, 1498, 1518, 1522, 1556]  # wide-s28's burst times, in scrapes
+    steps[drips, 10] = 10
+    steps[chain, 10] = 10
+    steps[chain, 20] = 10
+    p = _fleet_scores(steps)
+    assert p[chain, 10].min() > 1e-7
+    assert p[chain, 20].min() < 1e-10
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
