@@ -197,7 +197,7 @@ def test_error_counter_a_leaky_parts_episodes_strung_together_by_chance_are_not_
     """wide-s28 node-01 GPU 7: a part booking a burst of ~10 PCIe replays every 20-70 minutes (its
     episodes single bursts) then books eight in 40 minutes, each within the 10-minute gap of the last:
     one episode of eight bursts. Judged by its single-burst episodes it reached p 1e-12 and paged; at
-    its own pace an episode begins within 10 minutes of a burst about one time in five, so eight in a
+    its own pace an episode begins within 10 minutes of a burst about one time in six, so eight in a
     row is unusual, not page-strength (3e-7). A clean part's same eight bursts still are."""
     steps = _fleet(leaky=[1, 2, 3], episode=(10,), hours=8)
     drips = [100, 300, 420, 700, 860, 1050, 1230, 1330]
