@@ -101,12 +101,15 @@ class DetectorBank:
             self.kinds = grown
         self.kinds[ids] = kinds
 
-    def set_groups(self, ids: Ids, peer_groups: Ids, nodes: Ids, fields: Ids | None = None) -> None:
-        """Declare each series' peer group (-1: none), node index and fleet field (its metric), for the
-        cross-sectional detectors and the error counters' fleet prior."""
+    def set_groups(
+        self, ids: Ids, peer_groups: Ids, nodes: Ids, fields: Ids | None = None, field_keys: Ids | None = None
+    ) -> None:
+        """Declare each series' peer group (-1: none), node index and fleet field (its metric; every
+        field's fleet key, `fleet_prior.field_key`), for the cross-sectional detectors and the error
+        counters' fleet prior."""
         self.peer.set_groups(ids, peer_groups)
         if fields is not None:
-            self.error_counter.set_fields(ids, fields)
+            self.error_counter.set_fields(ids, fields, field_keys)
         if self.multivariate is not None:
             self.multivariate.set_nodes(ids, nodes)
 

@@ -16,18 +16,39 @@ its episode is so far:
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
-p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at. Bursts of a ramp add up
-in its episode and it teaches the baseline only once it is over, and only if it never got rarer than
-`escalated_p`: a part whose episodes keep growing (a weakening HBM row, its SBEs accelerating hour
-after hour, each hour-long episode cut by `max_episode_s`) is degrading, not leaky, and its first
-paged-strength episode must not make the next one its usual (nor, as the only part with an episode
-over, its fleet's). A leaky part's ordinary episodes are learned as before.
+p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
 
-For `warmup_s` of event time after its first error-counter sample, until the fleet prior has been
-refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing is called
-rarer than `warm_floor` then (still a vote, never a page alone). A fleet whose counters tick in bursts
-otherwise paged its first bursts before it had seen what its bursts look like. Event time, not pooled
-exposure: a shard of a few nodes warms when the whole fleet's one would, so partitions agree.
+Episodes less than about an hour apart form a run (a count of episodes begun, decaying with
+`run_half_life_s`; the run is over when it falls below `RUN_OVER`). While a run is under `young_run_s`
+old, the episodes it taught the part are left out of the history it is judged by (rate and sizes) if
+one of them was notable (p < `notable_p`, not escalated): a failing part's first episode, ordinary
+enough to be learned (three SBEs in five minutes, p 2e-6), made its next episode's bursts three long as
+usual, so the ramp that followed took twenty bursts to look rare. A leaky part's ordinary episodes are
+never notable (its drips teach it that its episodes are single errors, so a burst after them is rarer
+for it, not less), and any run is learned once older. A run that got rarer than `escalated_p` within
+`young_run_s` is taken back out of what the part learned once it is over, as an escalated episode never
+goes in; a longer one is kept (hours of ordinary ticking after one rare episode are a leaky part's new
+habit). Scoring the run's count itself (a negative binomial tail against the part's rate from before
+it) was tried and dropped: a part taking up a leaky habit was never learned and stayed rare for hours.
+
+Bursts of a ramp add up in its episode and it teaches the baseline only once it is over, and only if
+it never got rarer than `escalated_p`: a part whose episodes keep growing (a weakening HBM row, its
+SBEs accelerating hour after hour, each hour-long episode cut by `max_episode_s`) is degrading, not
+leaky, and its first paged-strength episode must not make the next one its usual (nor, as the only
+part with an episode over, its fleet's). A leaky part's ordinary episodes are learned as before.
+
+The fleet prior is refitted at fixed event times (multiples of `refit_every_s`, before the first sample
+past each) from the fleet's sufficient statistics (`fleet_prior`): this detector's own series', plus,
+when a partition's pipeline holds only some of the fleet's nodes, the other partitions' as of the same
+refit time (`set_outside`, `stats_at`). So every partition fits the prior one process holding every
+node would, and a partition of clean GPUs learns that the fleet's leaky ones tick.
+
+For `warmup_s` of event time after its first error-counter sample's refit period, until the fleet
+prior has been refitted past it, a detector's prior is the hyperprior's guess, not its fleet's: nothing
+is called rarer than `warm_floor` then (still a vote, never a page alone). A fleet whose counters tick
+in bursts otherwise paged its first bursts before it had seen what its bursts look like. Event time,
+not pooled exposure: a shard of a few nodes warms when the whole fleet's one would, so partitions
+agree.
 
 A counter that goes down was reset (driver reload, GPU reset, exporter restart with another origin):
 the new value is a new baseline, not new errors. Errors since the reset are unknown, and the one
@@ -38,168 +59,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import (
-    ArrayDetector,
-    ByRounds,
-    Floats,
-    Ids,
-    Packed,
-    SeriesState,
-    Stored,
-    pack_arrays,
-    unpack_arrays,
-)
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, by_rounds
+from prexid.detectors.fleet_prior import FleetPrior, PriorStats, merge
 
 P_FLOOR = 1e-12
+RUN_OVER = 0.25  # a run's decaying episode count below this (two half-lives without one): it is over
 _DAY = 86400.0
-
-
-class FleetPrior:
-    """Gamma prior of the episode rate, and mean episode sizes, per fleet field (method of moments).
-
-    Sizes: the median part's mean episode (a failing part's long ramp must not set the fleet's). Rates:
-    pooled m = (episodes + a0) / (exposure + b0), hyperprior `prior_per_day` at `prior_days`
-    weight; the between-part variance v = (sum (n_i - m e_i)^2 / e_i - (N - 1) m) / (E - sum e_i^2 / E)
-    (DerSimonian-Laird for Poisson counts) gives beta = m / v seconds of exposure, at most
-    `max_weight_s` (so a part's own day outweighs the fleet), and alpha = m beta.
-    """
-
-    def __init__(
-        self, prior_per_day: float, prior_days: float, prior_size: float, max_weight_s: float
-    ) -> None:
-        self.a0 = prior_per_day * prior_days
-        self.size0 = prior_size  # bursts (and errors) per episode before any is seen, at one episode's weight
-        self.b0 = prior_days * _DAY
-        self.max_weight_s = max_weight_s
-        self.alpha = np.zeros(0)
-        self.beta = np.zeros(0)
-        self.bursts_mean = np.zeros(0)  # bursts per episode, the fleet's
-        self.errors_mean = np.zeros(0)  # errors per episode, the fleet's
-        self.fitted_at = -np.inf  # event time of the last fit
-        self.started = np.inf  # event time of the first sample this prior's detector saw
-
-    def bytes_per_series(self) -> int:
-        return 0  # per field, not per series
-
-    def forget(self, ids: Ids) -> None:
-        """Nothing per series: a field's prior is its fleet's, refitted from the series there are."""
-
-    def snapshot(self) -> Packed:
-        return pack_arrays(
-            {
-                "alpha": self.alpha,
-                "beta": self.beta,
-                "bursts_mean": self.bursts_mean,
-                "errors_mean": self.errors_mean,
-                "fitted_at": np.array([self.fitted_at]),
-                "started": np.array([self.started]),
-            }
-        )
-
-    def restore(self, data: Stored) -> None:
-        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in unpack_arrays(data).items()}
-        self.alpha, self.beta = arrays["alpha"], arrays["beta"]
-        self.bursts_mean, self.errors_mean = arrays["bursts_mean"], arrays["errors_mean"]
-        self.fitted_at = float(arrays["fitted_at"][0])
-        self.started = float(arrays["started"][0])
-
-    def default(self) -> tuple[float, float, float, float]:
-        """The prior of a field with no data: the hyperprior alone."""
-        rate = self.a0 / self.b0
-        beta = min(self.b0, self.max_weight_s)
-        return rate * beta, beta, self.size0, self.size0
-
-    def fit(
-        self,
-        field: Ids,
-        episodes: Floats,
-        exposure: Floats,
-        bursts: Floats,
-        errors: Floats,
-        running: tuple[Floats, Floats, Floats] | None = None,
-    ) -> None:
-        """Refit every field's prior from its series' decayed episode counts and exposures.
-
-        `running`: per series, episodes begun and not yet over (0 or 1), their bursts and errors so
-        far. In a field none of whose episodes is over yet they stand for its episodes, rate and
-        sizes: parts whose counters started ticking have shown that they do, better evidence than the
-        hyperprior's guess. Once one is over they count no more: a running ramp (a failing part's,
-        judged against this prior) must not teach the fleet its own size or pace.
-        """
-        n_fields = int(field.max()) + 1 if len(field) else 0
-        known = (field >= 0) & (exposure > 0)
-        f, n, e = field[known], episodes[known], exposure[known]
-        live_n, live_b, live_e = (
-            (np.zeros(len(f)),) * 3 if running is None else tuple(r[known] for r in running)
-        )
-        parts = n >= 0.5  # parts with an episode over: what their episodes are like
-        per_part = np.bincount(f[parts], minlength=n_fields).astype(np.float64)
-        none_over = per_part == 0
-        live = (live_n >= 0.5) & none_over[f]  # ... or, in a field with none over, running ones so far
-        begun = n + live
-        sum_n = np.bincount(f, begun, n_fields)
-        sum_e = np.bincount(f, e, n_fields)
-        count = np.bincount(f, minlength=n_fields).astype(np.float64)
-        m = (sum_n + self.a0) / (sum_e + self.b0)
-        q = np.bincount(f, (begun - m[f] * e) ** 2 / e, n_fields)
-        spread = sum_e - np.bincount(f, e * e, n_fields) / np.maximum(sum_e, 1e-9)  # 0 for one part alone
-        between = spread > 1e-6 * sum_e
-        v = np.where(
-            between, np.maximum(q - np.maximum(count - 1, 0) * m, 0.0) / np.where(between, spread, 1.0), 0.0
-        )
-        with np.errstate(divide="ignore"):
-            beta = np.where(v > 0, m / v, np.inf)
-        self.beta = np.minimum(beta, self.max_weight_s)
-        self.alpha = m * self.beta
-        weight = np.where(none_over, np.bincount(f[live], minlength=n_fields), per_part)
-
-        def typical(sizes: Floats, live_sizes: Floats) -> Floats:
-            over = grouped_median(f[parts], sizes[known][parts] / n[parts], n_fields)
-            now = grouped_median(f[live], live_sizes[live], n_fields)
-            return self._shrunk(np.where(none_over, now, over), weight)
-
-        self.bursts_mean = typical(bursts, live_b)
-        self.errors_mean = typical(errors, live_e)
-
-    def _shrunk(self, median: Floats, parts: Floats) -> Floats:
-        """The fleet's typical episode size, the hyperprior's counting as one part."""
-        return (self.size0 + parts * np.nan_to_num(median)) / (1.0 + parts)
-
-    def warm(self, warmup_s: float) -> bool:
-        """Whether the prior has been refitted `warmup_s` after the first sample (its warm-up)."""
-        return self.fitted_at - self.started >= warmup_s
-
-    def of(self, field: Floats) -> tuple[Floats, Floats, Floats, Floats]:
-        """(alpha, beta, bursts mean, errors mean) for each series' field (-1 or unfitted: the default)."""
-        f = field.astype(np.int64)
-        fitted = (f >= 0) & (f < len(self.alpha))
-        alpha0, beta0, bursts0, errors0 = self.default()
-        at = np.where(fitted, f, 0)
-
-        def pick(values: Floats, fallback: float) -> Floats:
-            return np.where(fitted, values[at], fallback) if len(values) else np.full(len(f), fallback)
-
-        return (
-            pick(self.alpha, alpha0),
-            pick(self.beta, beta0),
-            pick(self.bursts_mean, bursts0),
-            pick(self.errors_mean, errors0),
-        )
-
-
-def grouped_median(group: Ids, values: Floats, n_groups: int) -> Floats:
-    """Median of `values` per group (NaN for an empty one): a fleet's typical part, not its mean, which
-    one failing part's thousand-error ramp would set."""
-    out = np.full(n_groups, np.nan)
-    if not len(group):
-        return out
-    order = np.lexsort((values, group))
-    g, v = group[order], values[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    ends = np.r_[starts[1:], len(g)]
-    lo, hi = starts + (ends - starts - 1) // 2, starts + (ends - starts) // 2
-    out[g[starts]] = (v[lo] + v[hi]) / 2.0
-    return out
 
 
 def geometric_tail(k: Floats, mean: Floats) -> Floats:
@@ -232,8 +97,14 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         warmup_s: float = 1200.0,
         warm_floor: float = 1e-3,
         escalated_p: float = 1e-6,
+        run_half_life_s: float = 1800.0,
+        young_run_s: float = 7200.0,
+        notable_p: float = 1e-4,
     ) -> None:
+        self.young_run_s = young_run_s
+        self.notable_p = notable_p
         self.escalated_p = escalated_p
+        self.run_half_life_s = run_half_life_s
         self.warmup_s = warmup_s
         self.warm_floor = warm_floor
         self.window_s = window_s
@@ -243,6 +114,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         self.forget_half_life_s = forget_half_life_s
         self.refit_every_s = refit_every_s
         self.prior = FleetPrior(prior_per_day, prior_days, prior_episode_size, max_prior_weight_s)
+        self.outside: PriorStats | None = None  # the other partitions' statistics (`set_outside`)
+        self.own_stats: PriorStats | None = None  # this detector's own, as of its last refit
         self.state = SeriesState(
             {
                 "last": np.nan,
@@ -257,17 +130,46 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "cur_start": np.nan,
                 "cur_last": np.nan,
                 "cur_p": 1.0,  # the current episode's least p so far
-            }
+                "recent": 0.0,  # episodes begun, forgotten with `run_half_life_s` (the run's count)
+                # the run (episodes until `recent` falls below `RUN_OVER`): its episodes over and learned,
+                # their bursts and errors (left out of the history it is judged by), its least p
+                "run_learned": 0.0,
+                "run_bursts": 0.0,
+                "run_errors": 0.0,
+                "run_p": 1.0,
+                "run_learned_p": 1.0,  # the least p of the episodes it taught
+                "run_start": np.nan,  # when the run's first episode began
+            },
+            capacity=64,  # a fleet's error counters are a few of its series: grown as their ids come
         )
 
-    def set_fields(self, ids: Ids, fields: Ids) -> None:
-        """Declare each series' fleet field: series of one metric across the fleet share a prior."""
+    def set_fields(self, ids: Ids, fields: Ids, keys: Ids | None = None) -> None:
+        """Declare each series' fleet field: series of one metric across the fleet share a prior.
+        `keys`: every field's fleet key (`fleet_prior.field_key`), matching fields across partitions
+        (none: a field's key is its id, one process)."""
         if len(ids):
             self.state.ensure(int(ids.max()))
             self.state["field"][ids] = fields
+        if keys is not None:
+            self.prior.keys = keys.astype(np.int64)
 
-    def refit(self) -> None:
-        """Refit the fleet priors from every series' history (every `refit_every_s` of event time).
+    def _field_keys(self, n: int) -> Ids:
+        """Fleet keys of fields 0..n-1 (a field declared without one: its id)."""
+        keys = self.prior.keys
+        return keys[:n] if len(keys) >= n else np.r_[keys, np.arange(len(keys), n, dtype=np.int64)]
+
+    def refit_point(self, t: float) -> float:
+        """The last refit time before event time `t`: refits fall on multiples of `refit_every_s`, so
+        every partition refits at the same event times, whatever its samples' times."""
+        return float(np.ceil(t / self.refit_every_s) * self.refit_every_s - self.refit_every_s)
+
+    def due(self, t: float) -> float | None:
+        """The refit a sample at `t` would bring about first (None: none)."""
+        at = self.refit_point(t)
+        return at if at > self.prior.fitted_at else None
+
+    def stats(self, at: float) -> PriorStats:
+        """This detector's sufficient statistics for the fleet prior (`fleet_prior.PriorStats`), now.
 
         Episodes still running that began in the warm-up count (`FleetPrior.fit`): parts whose
         counters ticked while the fleet was first watched have shown that they do, however long their
@@ -277,10 +179,15 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         stall's timeouts on every node) must not teach the prior they are ordinary while they last.
         """
         st = self.state
+        field = st["field"].astype(np.int64)
+        keys = self._field_keys(int(field.max()) + 1 if len(field) else 0)
+        key = np.where(field >= 0, keys[np.maximum(field, 0)] if len(keys) else -1, -1)
         with np.errstate(invalid="ignore"):
             running = (st["cur_start"] <= self.prior.started + self.warmup_s).astype(np.float64)
-        self.prior.fit(
-            st["field"].astype(np.int64),
+        return PriorStats.of(
+            at,
+            self.prior.started,
+            key,
             st["episodes"],
             st["exposure"],
             st["bursts"],
@@ -288,12 +195,55 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             (running, st["cur_bursts"], st["cur_errors"]),
         )
 
+    def stats_at(self, at: float) -> PriorStats:
+        """The statistics as of refit `at`, for another partition's fit: those taken at this detector's
+        own refit there (or a later one), else its state now (no error-counter sample past `at` yet)."""
+        own = self.own_stats
+        return own if own is not None and own.at >= at else self.stats(at)
+
+    def set_outside(self, stats: PriorStats | None) -> None:
+        """The other partitions' statistics (merged) the next refit adds to this detector's own."""
+        self.outside = stats
+
+    def refit(self, at: float) -> None:
+        """Refit the fleet priors at event time `at` from every series' history (every `refit_every_s`)
+        and, under partitions, the others' (`set_outside`): one fleet's prior, whatever the split."""
+        if self.outside is not None:
+            self.prior.started = min(self.prior.started, self.outside.started)
+        self.own_stats = self.stats(at)
+        fleet = self.own_stats if self.outside is None else merge([self.own_stats, self.outside])
+        field = self.state["field"]
+        self.prior.fit(fleet, self._field_keys(int(field.max()) + 1 if len(field) else 0))
+        self.prior.fitted_at = at
+
+    def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
+        """`ByRounds.update`, refitting at each refit time the samples pass (before the first past it)."""
+        if len(ids) == 0:
+            return np.ones(0, dtype=np.float64)
+        self.grow(int(ids.max()))
+        first = float(ts.min())
+        if np.isfinite(first):  # warm-up from the first sample's refit period (every partition's the same)
+            period = np.floor(first / self.refit_every_s) * self.refit_every_s
+            self.prior.started = min(self.prior.started, float(period))
+        at = np.ceil(ts / self.refit_every_s) * self.refit_every_s - self.refit_every_s
+        if not (at > self.prior.fitted_at).any():
+            return by_rounds(self._update_round, ids, ts, values)
+        p = np.ones(len(ids), dtype=np.float64)
+        for point in np.unique(at[np.isfinite(at)]).tolist():
+            part = at == point
+            if point > self.prior.fitted_at:
+                self.refit(point)
+            p[part] = by_rounds(self._update_round, ids[part], ts[part], values[part])
+        return p
+
+    def _held_out(self, now: Floats | float, run_start: Floats, run_learned_p: Floats) -> Floats:
+        """1 where a run's learned episodes are left out of the history that judges it (young, and one
+        of them notable), else 0."""
+        with np.errstate(invalid="ignore"):
+            young = np.asarray(now - run_start < self.young_run_s)
+        return (young & (run_learned_p < self.notable_p)).astype(np.float64)
+
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        now = float(ts.max())
-        self.prior.started = min(self.prior.started, float(ts.min()))
-        if now - self.prior.fitted_at >= self.refit_every_s:  # per round: a batch scores as its samples
-            self.refit()
-            self.prior.fitted_at = now
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
         exposure, episodes = st["exposure"][ids], st["episodes"][ids]
@@ -301,6 +251,9 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         cur_b, cur_e = st["cur_bursts"][ids], st["cur_errors"][ids]
         cur_start, cur_last = st["cur_start"][ids], st["cur_last"][ids]
         cur_p = st["cur_p"][ids]
+        recent, run_p = st["recent"][ids], st["run_p"][ids]
+        run_n, run_b, run_e = st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids]
+        run_start, run_learned_p = st["run_start"][ids], st["run_learned_p"][ids]
         ok = np.isfinite(x) & (ts > last_ts)
         seen = ok & np.isfinite(last)
         with np.errstate(invalid="ignore"):
@@ -319,6 +272,23 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         episodes = np.where(seen, episodes * decay, episodes) + learn
         bursts = np.where(seen, bursts * decay, bursts) + np.where(learn, cur_b, 0.0)
         errors = np.where(seen, errors * decay, errors) + np.where(learn, cur_e, 0.0)
+        run_n, run_b = run_n + learn, run_b + np.where(learn, cur_b, 0.0)
+        run_learned_p = np.where(learn, np.minimum(run_learned_p, cur_p), run_learned_p)
+        run_e = run_e + np.where(learn, cur_e, 0.0)
+        # a run is over once its count has faded (two half-lives without an episode): a rare one (a
+        # degrading part's, not a leaky part's usual) is taken back out of what the part has learned
+        recent = recent * np.exp2(-dt / self.run_half_life_s)
+        over = (recent < RUN_OVER) & (run_n > 0)
+        with np.errstate(invalid="ignore"):
+            short = ts - run_start < self.young_run_s  # a long one is a leaky part's habit: kept
+        unlearn = over & (run_p < self.escalated_p) & short
+        episodes = np.where(unlearn, np.maximum(episodes - run_n, 0.0), episodes)
+        bursts = np.where(unlearn, np.maximum(bursts - run_b, 0.0), bursts)
+        errors = np.where(unlearn, np.maximum(errors - run_e, 0.0), errors)
+        run_n, run_b, run_e = (np.where(over, 0.0, v) for v in (run_n, run_b, run_e))
+        run_p = np.where(recent < RUN_OVER, 1.0, run_p)
+        run_start = np.where(recent < RUN_OVER, np.nan, run_start)
+        run_learned_p = np.where(recent < RUN_OVER, 1.0, run_learned_p)
         cur_p = np.where(close, 1.0, cur_p)
         cur_b, cur_e = np.where(close, 0.0, cur_b), np.where(close, 0.0, cur_e)
         cur_start = np.where(close, np.nan, cur_start)
@@ -326,6 +296,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
 
         starts = burst & ~np.isfinite(cur_start)
         cur_start = np.where(starts, ts, cur_start)
+        run_start = np.where(starts & ~np.isfinite(run_start), ts, run_start)
+        recent = recent + starts
         cur_b, cur_e = cur_b + burst, cur_e + delta
         cur_last = np.where(burst, ts, cur_last)
 
@@ -333,23 +305,37 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         new = np.flatnonzero(burst)
         if len(new):
             alpha, beta, fleet_bursts, fleet_errors = self.prior.of(st["field"][ids[new]])
-            rate = (alpha + episodes[new]) / (beta + exposure[new])
+            # a young run is judged against the part's history from before it: its ordinary first
+            # episodes (learned) must not make its next ones the part's usual
+            young = self._held_out(ts[new], run_start[new], run_learned_p[new])
+            episodes_h = np.maximum(episodes[new] - young * run_n[new], 0.0)
+            bursts_h = np.maximum(bursts[new] - young * run_b[new], 0.0)
+            errors_h = np.maximum(errors[new] - young * run_e[new], 0.0)
+            rate = (alpha + episodes_h) / (beta + exposure[new])
             p_start = -np.expm1(-rate * self.window_s)
             w = self.fleet_weight
-            mean_bursts = (w * fleet_bursts + bursts[new]) / (w + episodes[new])
-            mean_errors = (w * fleet_errors + errors[new]) / (w + episodes[new])
+            # at least the bursts the part's own pace strings together by chance: episodes arriving at
+            # `rate` begin within `gap_s` of a burst with probability 1 - exp(-rate gap_s), so a leaky
+            # part's Poisson episodes minutes apart are one long episode no rarer than that
+            chained = np.exp(rate * self.gap_s)  # mean of the geometric with that continuation
+            mean_bursts = np.maximum((w * fleet_bursts + bursts_h) / (w + episodes_h), chained)
+            mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
             p_size = np.minimum(
                 geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
             )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
             p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
             cur_p[new] = np.minimum(cur_p[new], p[new])
+            run_p[new] = np.minimum(run_p[new], p[new])
 
         st["exposure"][ids], st["episodes"][ids] = exposure, episodes
         st["bursts"][ids], st["errors"][ids] = bursts, errors
         st["cur_bursts"][ids], st["cur_errors"][ids] = cur_b, cur_e
         st["cur_start"][ids], st["cur_last"][ids] = cur_start, cur_last
         st["cur_p"][ids] = cur_p
+        st["recent"][ids], st["run_p"][ids] = recent, run_p
+        st["run_learned"][ids], st["run_bursts"][ids], st["run_errors"][ids] = run_n, run_b, run_e
+        st["run_start"][ids], st["run_learned_p"][ids] = run_start, run_learned_p
         st["last"][ids] = np.where(ok, x, last)
         st["last_ts"][ids] = np.where(ok, ts, last_ts)
         return p

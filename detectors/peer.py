@@ -34,6 +34,7 @@ from prexid.detectors.base import (
     rows,
 )
 from prexid.detectors.fleet_peers import fleet_key
+from prexid.detectors.fleet_prior import field_key
 from prexid.detectors.robust import RobustDeviation
 
 HOST_LABELS = frozenset({"Hostname", "hostname", "host", "node", "instance", "nodename"})
@@ -114,6 +115,13 @@ class PeerGroups:
     def field_of(self, name: str) -> int:
         """The fleet field of a series: one metric on every part of the fleet (error counters' prior)."""
         return self._fields.setdefault(name, len(self._fields))
+
+    def field_keys(self) -> Ids:
+        """Each field id's fleet key (`fleet_prior.field_key`): the same metric in every partition."""
+        keys = np.zeros(len(self._fields), dtype=np.int64)
+        for name, field in self._fields.items():
+            keys[field] = field_key(name)
+        return keys
 
     def snapshot_meta(self) -> dict[str, Any]:
         return {

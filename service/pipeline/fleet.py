@@ -8,7 +8,9 @@ once, and every pipeline fuses under that verdict (`Pipeline.conclude_tick`). On
 pipeline raises the cluster alert; all of them hold their node pages for a fleet-wide shared cause.
 Node peer groups are the fleet's too: before a tick's samples are scored, each partition sketches its
 nodes' values (`Pipeline.peer_sketch`) and judges them with the other partitions' (`detectors/fleet_peers`).
-One pipeline is left alone (its groups are already the fleet's), so N=1 is unchanged.
+So is the error counters' fleet prior: when a partition's error counters refit it, they add the other
+partitions' sufficient statistics as of that refit time (`detectors/fleet_prior`) to their own.
+One pipeline is left alone (its groups and prior are already the fleet's), so N=1 is unchanged.
 
 In process, for `prexid replay --partitions N`; `prexid run` does it across replicas with the same
 counts on a Kafka topic (`fleet_judge`, `aggregator`, `sources/fleet_runner`).
@@ -17,10 +19,13 @@ counts on a Kafka topic (`fleet_judge`, `aggregator`, `sources/fleet_runner`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
+from prexid.detectors import fleet_prior
 from prexid.detectors.fleet_peers import PeerSketch, outside
+from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Summary, merge
 from prexid.service.pipeline.pipeline import Pipeline
 from prexid.service.schemas import Alert
@@ -40,6 +45,16 @@ class Fleet:
         self.latest: list[Summary | None] = [None] * len(self.pipelines)
         self.shared = np.zeros_like(self.pipelines[0].fusion.shared_levels)  # last verdict: hysteresis
         self.sketches: list[PeerSketch | None] = [None] * len(self.pipelines)  # node values, by partition
+        if len(self.pipelines) > 1:
+            for i, pipe in enumerate(self.pipelines):
+                pipe.fleet_prior = partial(self._prior, i)
+
+    def _prior(self, partition: int, at: float) -> PriorStats:
+        """The other partitions' error-counter statistics as of refit `at`, merged: each partition's
+        pipeline then fits the fleet's prior, as one process holding every node does."""
+        return fleet_prior.merge(
+            [p.bank.error_counter.stats_at(at) for j, p in enumerate(self.pipelines) if j != partition]
+        )
 
     def advance(self, drain: bool = False) -> list[list[Alert]]:
         """`Pipeline.advance` for every partition at once; alerts per partition, in its order."""

@@ -16,6 +16,10 @@ Node peer groups are judged the same way: before a tick's samples are scored, th
 its node values (`Pipeline.peer_sketch`) and `peers` answers with the other partitions' latest fresh
 sketches from the board (none fresh: its own nodes alone, the partition-local groups of before).
 
+So is the error counters' fleet prior: when this partition's error counters refit it, `prior` answers
+with the other partitions' latest sufficient statistics from the board (`detectors/fleet_prior`),
+and the next record carries this partition's own.
+
 The judge also writes this partition's own record for the topic (`outbox`), every `every_ticks`
 ticks, from what the tick left: the counts, and the nodes that score or vote.
 """
@@ -28,7 +32,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prexid.detectors import fleet_prior
 from prexid.detectors.fleet_peers import Outside, PeerSketch, outside
+from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Summary, Verdict, merge
 from prexid.detectors.fusion import score01
 from prexid.service.pipeline.fleet_summary import NodeRow, PartitionSummary
@@ -45,6 +51,7 @@ class FleetBoard:
     latest: dict[int, PartitionSummary] = field(default_factory=dict)
     names: dict[int, tuple[tuple[str, tuple[int, ...]], ...]] = field(default_factory=dict)  # nodes, GPUs
     alerts: dict[int, tuple[dict[str, object], ...]] = field(default_factory=dict)  # firing, by partition
+    priors: dict[int, PriorStats] = field(default_factory=dict)  # error-counter prior stats, latest
     verdict: dict[str, Any] | None = None  # the aggregator's last, from the verdicts topic
     unreadable: int = 0
 
@@ -62,11 +69,14 @@ class FleetBoard:
             self.names[s.partition] = s.names
         if s.alerts is not None:
             self.alerts[s.partition] = s.alerts
+        if s.prior is not None:
+            self.priors[s.partition] = s.prior
         newest = max(x.tick for x in self.latest.values())
         for p in [p for p, x in self.latest.items() if x.tick < newest - self.forget_s]:
             del self.latest[p]
             self.names.pop(p, None)
             self.alerts.pop(p, None)
+            self.priors.pop(p, None)
 
     def peers(self, partition: int, tick: float, fresh_s: float) -> list[PeerSketch]:
         """The other partitions' node peer values no older than `fresh_s` at `tick` (the peer
@@ -118,12 +128,14 @@ class FleetJudge:
         self.ticks = 0
         self._summary: Summary | None = None
         self._sketch: PeerSketch | None = None
+        self._prior_sent = -np.inf  # refit time of the last prior stats written
         self._voting_bits = np.zeros(0, dtype=np.int64)  # per entity: its voting families, a bit each
         self._shared_bits = 0
         self._alerts_sent: frozenset[str] | None = None
         pipeline.raises_cluster_alerts = False  # the elected aggregator raises the fleet's
         pipeline.judge = self
         pipeline.fleet_peers = self.peers
+        pipeline.fleet_prior = self.prior
         pipeline.tick_listeners.append(self.on_tick)
 
     def __call__(self, summary: Summary) -> Verdict:
@@ -148,6 +160,21 @@ class FleetJudge:
         fresh_s = self.pipeline.bank.peer.fresh_s
         return outside(self.board.peers(self.partition, sketch.tick, fresh_s))
 
+    def prior(self, at: float) -> PriorStats | None:
+        """The other partitions' latest error-counter prior statistics, merged, for a refit at `at`
+        (None: none heard of, this partition's series alone). Each partition writes its own after a
+        refit, so a partition not behind the others fits from theirs of the refit before at worst."""
+        others = [s for p, s in sorted(self.board.priors.items()) if p != self.partition]
+        return fleet_prior.merge(others) if others else None
+
+    def _new_prior(self) -> PriorStats | None:
+        """This partition's prior stats, if it refitted since the last record that carried them."""
+        shared = self.pipeline.bank.error_counter.own_stats
+        if shared is None or shared.at <= self._prior_sent:
+            return None
+        self._prior_sent = shared.at
+        return shared
+
     def on_tick(self, tick: float, fused: NDArray[np.float64], _at_tick: NDArray[np.float64]) -> None:
         """After the tick: this partition's record, every `every_ticks` ticks."""
         self.ticks += 1
@@ -162,6 +189,7 @@ class FleetJudge:
                 names,
                 self._changed_alerts(),
                 self._sketch if self._sketch is not None and self._sketch.tick == tick else None,
+                self._new_prior(),
             )
         )
 

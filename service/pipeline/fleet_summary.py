@@ -7,8 +7,10 @@ families voting on it and whether its pages are held for a shared cause. A quiet
 but its name and GPU indexes, sent every `NAMES_EVERY` ticks so the fleet view knows every node. The
 shard's firing alerts ride along only when they changed. The node values per node peer group
 (`detectors/fleet_peers.PeerSketch`, base64 of float32: 4 bytes a node and group, plus 9 a group)
-make node-vs-node peers the fleet's. JSON (orjson) with short keys: readable with
-kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
+make node-vs-node peers the fleet's; after each refit of the error counters' prior (every 10 minutes of
+event time), its sufficient statistics (`detectors/fleet_prior.PriorStats`: nine sums per error-counter
+field and at most 16 typical sizes, base64 of float64) make that prior the fleet's. JSON (orjson) with
+short keys: readable with kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
 (tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 import orjson
 
 from prexid.detectors.fleet_peers import PeerSketch
+from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Counts, Summary
 from prexid.detectors.signals import N_FAMILIES
 
@@ -54,6 +57,7 @@ class PartitionSummary:
     names: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # every node and its GPUs, every few ticks
     alerts: tuple[dict[str, Any], ...] | None = None  # its firing alerts (JSON), when they changed
     peers: PeerSketch | None = None  # its node values per node peer group (`detectors/fleet_peers`)
+    prior: PriorStats | None = None  # its error counters' prior statistics, after a refit (`fleet_prior`)
 
     @property
     def tick(self) -> float:
@@ -74,6 +78,8 @@ class PartitionSummary:
             doc["alerts"] = list(self.alerts)
         if self.peers is not None:
             doc["pp"] = self.peers.to_wire()
+        if self.prior is not None:
+            doc["ec"] = self.prior.to_wire()
         return orjson.dumps(doc)
 
     @classmethod
@@ -97,7 +103,8 @@ class PartitionSummary:
             )
             alerts = tuple(doc["alerts"]) if "alerts" in doc else None
             peers = PeerSketch.from_wire(counts.tick, str(doc["pp"])) if "pp" in doc else None
-            return cls(int(doc["p"]), counts, rows, names, alerts, peers)
+            prior = PriorStats.from_wire(str(doc["ec"])) if "ec" in doc else None
+            return cls(int(doc["p"]), counts, rows, names, alerts, peers, prior)
         except SummaryError:
             raise
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:

@@ -22,6 +22,7 @@ from prexid.detectors.cooling import is_temperature
 from prexid.detectors.fail_slow import is_heat, is_work_rate, work_done_kind
 from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
 from prexid.detectors.fleet_peers import Outside, PeerSketch
+from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Summary, Verdict
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
 from prexid.detectors.lifecycle import Lifecycle, LifecycleConfig, Phase, Transition
@@ -112,6 +113,9 @@ class Pipeline:
         # node peer groups: None, this pipeline's nodes alone; or the fleet's, this partition's sketch
         # of each tick answered with the other partitions' values (`fleet_judge.FleetJudge.peers`)
         self.fleet_peers: Callable[[PeerSketch], Outside | None] | None = None
+        # the error counters' fleet prior: None, fitted on this pipeline's series alone; or the fleet's,
+        # the other partitions' statistics for a refit time (`fleet.Fleet`, `fleet_judge.FleetJudge.prior`)
+        self.fleet_prior: Callable[[float], PriorStats | None] | None = None
         self._released = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # by `release`
         self._start, self._released_to = 0, -np.inf  # first not yet scored; event time released to
         self.samples_seen = 0
@@ -275,6 +279,8 @@ class Pipeline:
         """Detectors and fusion take the samples; Xids read from DCGM's Xid field are alerted on."""
         if not len(ids):
             return []
+        if self.fleet_prior is not None:
+            self._join_prior(ids, ts)
         ev = self.bank.update(ids, ts, values)
         if self.watches_boot:
             self._watch_reboots(ids, ts, values)
@@ -305,6 +311,15 @@ class Pipeline:
         if ev.cooling_p is not None:
             self._ingest_cooling(ids, ts, values, ev.cooling_p)
         return alerts
+
+    def _join_prior(self, ids: NDArray[np.int64], ts: NDArray[np.float64]) -> None:
+        """Before the error counters refit their prior, the other partitions' statistics for that refit."""
+        counters = self.bank.kinds[ids] == Kind.ERROR_COUNTER
+        if counters.any():
+            det = self.bank.error_counter
+            at = det.due(float(ts[counters].max()))
+            if at is not None:
+                det.set_outside(self.fleet_prior(at) if self.fleet_prior is not None else None)
 
     def _ingest_cooling(
         self, ids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64], p: Floats
@@ -407,7 +422,7 @@ class Pipeline:
             work[i] = work_done_kind(name, ent.gpu)
             temperature[i] = is_temperature(name, ent.gpu)
             boot[i] = is_boot_time(name, ent.gpu)
-        self.bank.set_groups(new, peer, node, field)
+        self.bank.set_groups(new, peer, node, field, groups.field_keys())
         entity = reg.entity_of[new].astype(np.int64)
         self.bank.watch_work_rate(new[work_rate], entity[work_rate])
         self.bank.watch_temperature(new[temperature], peer[temperature])

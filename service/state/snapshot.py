@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 25  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 26  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -55,6 +55,8 @@ VERSION = 25  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v25: fusion's `alone_hard` is no longer saved (every tick takes it again before `confirmed` reads it);
 # Xid alerts keep the families each GPU's Xids explain, and when each was last loud (`known_faults`);
 # fail-slow keeps since when each GPU's heat has been new (`new_from`: counted once it lasts)
+# v26: the error counters' fleet prior keeps each field's fleet key (the prior is
+# fitted from every partition's statistics) and refits at fixed event times
 
 
 class SnapshotError(ValueError):

@@ -167,6 +167,49 @@ def test_error_counter_a_part_taking_up_a_habit_after_one_rare_episode_is_learne
     assert p[later, 10].min() > 0.1
 
 
+def test_error_counter_a_young_runs_first_episode_does_not_make_the_next_usual() -> None:
+    """wide-s6's xid48: a clean part books three SBEs in five minutes (p ~ 5e-6: ordinary enough to be
+    learned), goes quiet for 12 minutes, then books one every 3 minutes. Learning the first episode made
+    the part's episodes three bursts long, so the next one's bursts were judged against it and it took
+    twenty of them to get past 1e-9; judged against the part's history from before the run, six."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=8)
+    first, later = [1500, 1510, 1518], list(range(1570, 1800, 12))
+    steps[first + later, 10] = 1
+    p = _fleet_scores(steps)
+    assert p[first, 10].min() > 1e-6  # the first episode is learned (not escalated)
+    assert p[later[5], 10] < 1e-9
+
+
+def test_error_counter_a_short_rare_run_is_unlearned_once_over() -> None:
+    """The ramp of the test above, then (after an hour and more of quiet) the same again: the first
+    run got rare within two hours, so what it taught the part (its first, learned episode) is taken
+    back once it is over, and the second is as rare as the first (kept, p 8e-4 at its sixth burst)."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=12)
+    first, later = [1500, 1510, 1518], list(range(1570, 1700, 12))
+    again = [x + 1100 for x in first + later]
+    steps[first + later + again, 10] = 1
+    p = _fleet_scores(steps)
+    assert p[later, 10].min() < 1e-9
+    assert p[again[8], 10] < 1e-8
+
+
+def test_error_counter_a_leaky_parts_episodes_strung_together_by_chance_are_not_a_ramp() -> None:
+    """wide-s28 node-01 GPU 7: a part booking a burst of ~10 PCIe replays every 20-70 minutes (its
+    episodes single bursts) then books eight in 40 minutes, each within the 10-minute gap of the last:
+    one episode of eight bursts. Judged by its single-burst episodes it reached p 1e-12 and paged; at
+    its own pace an episode begins within 10 minutes of a burst about one time in six, so eight in a
+    row is unusual, not page-strength (3e-7). A clean part's same eight bursts still are."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(10,), hours=8)
+    drips = [100, 300, 420, 700, 860, 1050, 1230, 1330]
+    chain = [1400, 1413, 1449, 1461, 1498, 1518, 1522, 1556]  # wide-s28's burst times, in scrapes
+    steps[drips, 10] = 10
+    steps[chain, 10] = 10
+    steps[chain, 20] = 10
+    p = _fleet_scores(steps)
+    assert p[chain, 10].min() > 1e-7
+    assert p[chain, 20].min() < 1e-10
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5

@@ -4,7 +4,8 @@ The demo cluster (8 nodes of 8 GPUs, dcgm-exporter's fields and two node-exporte
 fewer series than a real node exports, so the ratio is the worst case) runs through a partition's
 pipeline with a fleet judge publishing every tick; its incident (a GPU degrading, then its Xid) makes
 nodes score and vote, so rows are written too. Every record carries the partition's node values per
-node peer group (`detectors/fleet_peers`), measured with the rest.
+node peer group (`detectors/fleet_peers`), and one after each refit of the error counters' prior its
+sufficient statistics (`detectors/fleet_prior`), measured with the rest.
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def test_summaries_are_under_one_percent_of_the_metric_bytes_they_summarise() ->
     assert len(records) >= ticks - 2  # one a tick (the last scrapes wait for the watermark)
     assert any(r.nodes for r in records) and any(r.names for r in records)
     assert all(r.peers is not None for r in records)  # the node peer values ride every record
+    assert sum(r.prior is not None for r in records) >= 3  # error-counter prior stats: every 10 minutes
     per_node_tick = summary_bytes / len(records) / CLUSTER.nodes
     metric_per_node_tick = metric_bytes / ticks / CLUSTER.nodes
-    print(f"summaries {per_node_tick:.1f} B/node/tick, metrics {metric_per_node_tick:.0f} B/node/tick")
+    prior_bytes = sum(len(r.prior.to_wire()) for r in records if r.prior is not None)
+    print(
+        f"summaries {per_node_tick:.1f} B/node/tick (prior stats {prior_bytes / len(records) / CLUSTER.nodes:.1f}),"
+        f" metrics {metric_per_node_tick:.0f} B/node/tick"
+    )
     assert summary_bytes < 0.01 * metric_bytes

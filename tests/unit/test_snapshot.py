@@ -83,6 +83,7 @@ DERIVED = {
     "_layout",
     "aliases",
     "budget",  # the process's series limit, shared with its other partitions: wiring, not state
+    "own_stats",  # error counters' prior statistics as of their last refit: for the fleet, retaken at the next
 }
 
 
