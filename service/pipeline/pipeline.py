@@ -42,6 +42,11 @@ from prexid.service.schemas import DEFAULT_RUNBOOK_BASE_URL, Alert, AlertKind, S
 EXPIRY_SWEEP_S = 300.0  # event seconds between sweeps for expired series (a quarter of a shorter TTL)
 BOOT_TIME = "node_boot_time_seconds"  # node-exporter's; it moves on when the node reboots
 REBOOT_MIN_S = 60.0  # a smaller move is the kernel's boot-time jitter, not a reboot
+# Without a boot time, a node none of whose own series reported for this long and that reports again
+# rebooted: a GPU server's reboot (shutdown, the board's firmware POST, the OS, the exporter) takes
+# minutes; a lost scrape, an exporter restart or one stale series is a sweep or two (up to three
+# missed scrapes at Prometheus' default 1 min interval, sixteen at 15 s)
+REBOOT_SILENCE_S = 240.0
 DECISIVE_P = 1e-3  # a row-remap field's rise this rare in the fleet's history pages alone
 
 
@@ -132,6 +137,8 @@ class Pipeline:
         self.boot_time = np.zeros(0, dtype=bool)  # series that are a node's boot time (reboots)
         self.boot_last = np.zeros(0)  # their last value
         self.watches_boot = False
+        self.boot_nodes: set[str] = set()  # nodes exporting their boot time: their reboots read from it
+        self.heard = np.zeros(0)  # per entity: newest event time any of its series reported
         # called after each fusion tick with (tick, fused scores, per-family surprise); e.g. score history
         self.tick_listeners: list[Callable[[float, np.ndarray, np.ndarray], None]] = []
 
@@ -282,9 +289,10 @@ class Pipeline:
         if self.fleet_prior is not None:
             self._join_prior(ids, ts)
         ev = self.bank.update(ids, ts, values)
+        self._hear(ids, ts)
         if self.watches_boot:
             self._watch_reboots(ids, ts, values)
-        if self.xid_alerts.down:  # back from a reboot? their Xid alerts resolve at the next tick
+        if self.xid_alerts.down:  # silent long enough to be a reboot: their Xid alerts resolve next tick
             self.xid_alerts.reporting(self._nodes_of(ids))
         fam = self.registry.family_of[ids]
         field = fam == Family.XID
@@ -439,11 +447,14 @@ class Pipeline:
             self.boot_last = np.concatenate([self.boot_last, np.full(grow, np.nan)])
         self.boot_time[ids], self.boot_last[ids] = boot, np.nan
         self.watches_boot = self.watches_boot or bool(boot.any())
+        reg = self.registry
+        self.boot_nodes |= {reg.entities[int(reg.entity_of[s])].node for s in ids[boot].tolist()}
 
     def _watch_reboots(
         self, ids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64]
     ) -> None:
-        """Book a reboot in the ledger when a node's boot time moves on (by more than clock jitter)."""
+        """A node's boot time moving on (by more than clock jitter) is a reboot: booked in the ledger, and
+        the node's Xid alerts resolve at the next tick."""
         mine = self.boot_time[ids]
         if not mine.any():
             return
@@ -454,14 +465,33 @@ class Pipeline:
         for sid, t in zip(sids[moved].tolist(), at[moved].tolist(), strict=True):
             node = self.registry.entities[int(self.registry.entity_of[sid])].node
             self.ledger.record_reboot(node, t)
+            self.xid_alerts.rebooted(node)
+
+    def _hear(self, ids: NDArray[np.int64], ts: NDArray[np.float64]) -> None:
+        """Each entity's newest report: how long a node has been silent, when it exports no boot time."""
+        n = len(self.registry.entities)
+        if n > len(self.heard):
+            self.heard = np.concatenate([self.heard, np.full(n - len(self.heard), -np.inf)])
+        np.maximum.at(self.heard, self.registry.entity_of[ids], ts)
+
+    def _silent_nodes(self, tick: float) -> set[str]:
+        """Nodes with a firing Xid alert and no boot time, none of whose own series has reported for
+        `REBOOT_SILENCE_S` of event time: if they report again, they rebooted."""
+        reg, out = self.registry, set()
+        for node in self.xid_alerts.firing_nodes() - self.boot_nodes:
+            eid = reg.entity_ids.get(Entity(node, None))
+            silent = tick - self.heard[eid] if eid is not None and eid < len(self.heard) else np.inf
+            if REBOOT_SILENCE_S <= silent < np.inf:  # never heard: no metrics, nothing to come back
+                out.add(node)
+        return out
 
     def _ingest_silence(self, tick: float) -> None:
         """Staleness evidence for series that stopped reporting, in the liveness family of their entity."""
+        if self.xid_alerts.last_event:  # a node down while an Xid alert on it fires: rebooting?
+            self.xid_alerts.went_silent(self._silent_nodes(tick))
         ids, p = self.bank.sweep(tick)
         if len(ids) == 0:
             return
-        if self.xid_alerts.last_event:  # a node down while an Xid alert on it fires: rebooting?
-            self.xid_alerts.went_silent(self._nodes_of(ids))
         fam = np.full(len(ids), Family.LIVENESS, dtype=np.uint8)
         self.fusion.ingest(
             Evidence(ids, np.full(len(ids), tick), np.full(len(ids), np.nan), p),
@@ -489,7 +519,7 @@ class Pipeline:
             if self._allowed(t)
         ]
         alerts += self.cluster_alerts.step(self.fusion, tick, self.raises_cluster_alerts)
-        for node in self.xid_alerts.back:  # silent while its Xid fired, and reporting again: rebooted
+        for node in self.xid_alerts.back:  # rebooted while its Xid fired (once, if the boot time told)
             self.ledger.record_reboot(node, tick)
         return alerts + self.xid_alerts.resolve_quiet(tick)
 
@@ -643,11 +673,16 @@ class Pipeline:
         self.xid_alerts.restore_meta(meta)
         self.ledger.restore_meta(meta)
         self.boot_time, self.boot_last, self.watches_boot = np.zeros(0, dtype=bool), np.zeros(0), False
+        self.boot_nodes = set()
         reg = self.registry  # the bank's snapshot carries groups, not which series are boot times
         live = np.array([s for s, key in enumerate(reg.keys) if key], dtype=np.int64)
         gpu_of = [reg.entities[int(reg.entity_of[s])].gpu for s in live.tolist()]
         boot = [is_boot_time(reg.series(s)[0], gpu) for s, gpu in zip(live.tolist(), gpu_of, strict=True)]
         self._set_boot_time(live, np.array(boot, dtype=bool))
+        last = self.bank.staleness.state  # each entity's newest report, from its series' (scored ones)
+        last.ensure(int(live.max(initial=0)))
+        self.heard = np.full(len(reg.entities), -np.inf)
+        np.maximum.at(self.heard, reg.entity_of[live], last["last_ts"][live])
 
     # -- kernel events -------------------------------------------------------------------------------
     def ingest_xids(self, events: Sequence[XidEvent]) -> list[Alert]:

@@ -5,9 +5,13 @@ becoming known, or a lead time. The alert is about the GPU when its PCI id has b
 labels, else about the node, carrying the raw PCI id.
 
 An Xid alert resolves once its burst has been quiet for `resolve_after_s` of event time (an hour by
-default), or when its node comes back from a reboot (the node's own series fell silent while it
-fired, then report again): the driver reports a fault, not its end, and an alert that never resolves
-would be listed as firing for ever and re-sent to Alertmanager by every replica taking it over.
+default), or when its node reboots: the driver reports a fault, not its end, and an alert that never
+resolves would be listed as firing for ever and re-sent to Alertmanager by every replica taking it over.
+A reboot is what the telemetry says: the node's `node_boot_time_seconds` moving on (the pipeline's
+`_watch_reboots`); only for a node that exports no boot time, all of its own series silent for
+`REBOOT_SILENCE_S` (minutes, `pipeline.py`) and reporting again. One stale series, a lost scrape or an
+exporter restart is no reboot: on wide-s40 one CPU series missing a sweep resolved an Xid 74 alert
+20 minutes before the node's real reboot.
 
 Xids come from kernel lines and from DCGM's Xid field (`xid_field.py`). A kernel line and a field
 change naming the same Xid (node, GPU, code) within `twin_window_s` of event time of each other are
@@ -83,8 +87,8 @@ class XidAlerts:
         self.link_window_s = link_window_s  # a pre_xid fired longer before the Xid is not linked
         self.resolve_after_s = resolve_after_s
         self.last_event: dict[str, float] = {}  # firing xid alert -> newest event time of its burst
-        self.down: set[str] = set()  # nodes with a firing Xid alert whose own series fell silent
-        self.back: set[str] = set()  # of those, the ones reporting again: resolved at the next tick
+        self.down: set[str] = set()  # nodes with a firing Xid alert silent long enough to be a reboot
+        self.back: set[str] = set()  # nodes rebooted while one fired: resolved at the next tick
         self.bursts = XidBursts()
         self.incidents: dict[tuple[str, float], _Incident] = {}
         self.twins = _Twins(twin_window_s)
@@ -129,12 +133,18 @@ class XidAlerts:
         }
 
     def went_silent(self, nodes: set[str]) -> None:
-        """These nodes' own series stopped reporting (a reboot, or a node down)."""
+        """None of these nodes' own series has reported for as long as a reboot takes (the fallback
+        for nodes exporting no boot time)."""
         self.down |= nodes & self.firing_nodes()
 
     def reporting(self, nodes: set[str]) -> None:
         """These nodes' own series report: those that had gone silent are back from a reboot."""
         self.back |= nodes & self.down
+
+    def rebooted(self, node: str) -> None:
+        """The node's boot time moved on: its firing Xid alerts resolve at the next tick."""
+        if node in self.firing_nodes():
+            self.back.add(node)
 
     def resolve_quiet(self, now: float) -> list[Alert]:
         """Resolve the Xid alerts whose burst has been quiet for `resolve_after_s` at event time `now`,
