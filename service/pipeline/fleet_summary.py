@@ -65,7 +65,7 @@ class PartitionSummary:
             "v": VERSION,
             "p": self.partition,
             "t": c.tick,
-            "c": [c.votes, c.rising, c.carriers],
+            "c": [c.votes, c.rising, c.carriers, *([c.stalled] if c.stalled else [])],
             "n": [row.wire() for row in self.nodes],
         }
         if self.names is not None:
@@ -82,10 +82,10 @@ class PartitionSummary:
             doc = orjson.loads(raw)
             if doc.get("v") != VERSION:
                 raise SummaryError(f"summary version {doc.get('v')!r}, this prexid reads {VERSION}")
-            votes, rising, carriers = (_counts(t) for t in doc["c"])
-            if any(len(row) != N_FAMILIES for t in (votes, rising, carriers) for row in t):
+            votes, rising, carriers, *stalled = (_counts(t) for t in doc["c"])
+            if any(len(row) != N_FAMILIES for t in (votes, rising, carriers, *stalled) for row in t):
                 raise SummaryError(f"summary counts not of {N_FAMILIES} families (another prexid build)")
-            counts = Summary(float(doc["t"]), votes, rising, carriers)
+            counts = Summary(float(doc["t"]), votes, rising, carriers, stalled=stalled[0] if stalled else ())
             rows = tuple(
                 NodeRow(str(n), int(s), int(f), bool(h), tuple((int(g), int(q)) for g, q in gpus))
                 for n, s, f, h, gpus in doc["n"]
