@@ -3,8 +3,9 @@
 A partition's pipeline sees only its own nodes, but whether a family moves on much of the cluster at
 once is a question about all of them. Every input of that judgement is a count per level (GPUs, nodes)
 and family: the entities voting, those voting with their strongest series rising, those carrying the
-family at all. Counts add, so the fleet's are the sum of its partitions' (`merge`), and one pipeline
-alone is a fleet of one partition. `judge` turns them into the `Verdict` every pipeline applies in
+family at all, and those voting rising with the family's own error counters surprising too (a
+stall). Counts add, so the fleet's are the sum of its partitions' (`merge`), and one pipeline alone is
+a fleet of one partition. `judge` turns them into the `Verdict` every pipeline applies in
 place of a partition-local one: which families are shared (their evidence cleared, no node pages), and
 the shares the cluster vote reads. Both are plain frozen values of ints, floats and bools, so they can
 travel as JSON (pydantic) on a summaries topic.

@@ -1,6 +1,6 @@
 """What one partition's pipeline tells the fleet each tick, as a compact record of the summaries topic.
 
-The counts the shared-cause and cluster votes are judged on (`detectors/fleet_vote.Summary`: three
+The counts the shared-cause and cluster votes are judged on (`detectors/fleet_vote.Summary`: four
 small tables whatever the partition's size), and, for the fleet view, the nodes that show anything:
 each one's score and its GPUs' (quantised to a byte: the dashboard draws 256 shades at most), the
 families voting on it and whether its pages are held for a shared cause. A quiet node costs nothing
@@ -8,7 +8,7 @@ but its name and GPU indexes, sent every `NAMES_EVERY` ticks so the fleet view k
 shard's firing alerts ride along only when they changed. The node values per node peer group
 (`detectors/fleet_peers.PeerSketch`, base64 of float32: 4 bytes a node and group, plus 9 a group)
 make node-vs-node peers the fleet's. JSON (orjson) with short keys: readable with
-kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
+kcat; ~340 bytes per partition-tick for the counts, ~20 more per node that moves
 (tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
 """
 
