@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors.fusion import Fusion
-from prexid.detectors.signals import SHARED_CAUSE_FAMILIES, Family
+from prexid.detectors.signals import SHARED_CAUSE_FAMILIES, STALL_FAMILIES, Family
 
 CLUSTER_FAULT_FAMILIES = SHARED_CAUSE_FAMILIES
 
@@ -24,7 +24,10 @@ def cluster_fused(fusion: Fusion, fire: float, families: frozenset[Family] = CLU
     involved = _involved(fusion, families)
     if not involved.any():
         return 0.0
-    return float(fire * fusion.rising_share[involved].max() / fusion.config.common_mode_frac)
+    cfg = fusion.config
+    by_share = fusion.rising_share[involved].max() / cfg.common_mode_frac
+    by_stall = fusion.stalled_votes[involved].max() / cfg.stall_min_votes
+    return float(fire * max(by_share, by_stall))
 
 
 WORKLOAD_HEAT_S = 1800.0  # GPUs take this long to settle thermally after the job's load changes
@@ -35,12 +38,25 @@ def _involved(fusion: Fusion, families: frozenset[Family]) -> NDArray[np.bool_]:
 
     Temperature follows power: a cluster warming within half an hour of the job's load changing
     (a start, a restart after a checkpoint) is the job, not the cooling.
+
+    A `STALL_FAMILIES` family is involved also when its error counters rise with it on
+    `stall_min_votes` entities, whatever their share: a storage server stalling on an idle fleet times
+    out the RPCs of its only clients, the busy nodes (two of eight), while a checkpoint's I/O on those
+    nodes, however surprising, times nothing out.
     """
     eligible = np.zeros(len(fusion.common), dtype=bool)
     eligible[[int(f) for f in families]] = True
     if fusion.last_tick - fusion.workload_shift_at <= WORKLOAD_HEAT_S:
         eligible[Family.THERMAL] = False
-    return fusion.common & eligible & (fusion.rising_share >= fusion.config.common_mode_frac)
+    wide = fusion.common & (fusion.rising_share >= fusion.config.common_mode_frac)
+    stalled = _stall_mask() & (fusion.stalled_votes >= fusion.config.stall_min_votes)
+    return eligible & (wide | stalled)
+
+
+def _stall_mask() -> NDArray[np.bool_]:
+    out = np.zeros(len(Family), dtype=bool)
+    out[[int(f) for f in STALL_FAMILIES]] = True
+    return out
 
 
 def cluster_families(fusion: Fusion, families: frozenset[Family] = CLUSTER_FAULT_FAMILIES) -> list[Family]:

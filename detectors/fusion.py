@@ -76,6 +76,9 @@ class FusionConfig:
     shared_min_node_votes: int = 3  # a small job's checkpoint moves three or four nodes together
     shared_share: float = 0.03
     common_mode_frac: float = 0.3  # rising on this share of its entities: a cluster-wide event
+    # a `signals.STALL_FAMILIES` family voting rising with its own error counters on this many entities
+    # at once is a cluster event whatever their share (a stall hits only the nodes using the server)
+    stall_min_votes: int = 2
     node_mode_frac: float = 0.5  # a family voting on this share of one node's GPUs is a node-level cause
 
 
@@ -138,6 +141,7 @@ class Fusion:
         self.shared_levels = np.zeros((2, N_FAMILIES), dtype=bool)  # ... at the GPU / node level
         self.common_share = np.zeros(N_FAMILIES)  # share of a family's entities voting at the last tick
         self.rising_share = np.zeros(N_FAMILIES)  # ... voting with their top series above its baseline
+        self.stalled_votes = np.zeros(N_FAMILIES)  # ... rising with the family's error counters too
         self.at_tick = self.held.copy()
         self.alone = np.zeros(0)  # per entity, its strongest sustained family's capped vote (`fused`)
         self.alone_hard = np.zeros(0)  # ... of the hard-error families, once bursts count (`confirmed`)
@@ -239,10 +243,11 @@ class Fusion:
         cfg = self.config
         if np.isfinite(self.last_tick) and tick - self.last_tick > cfg.step_s:
             self.decay(tick - self.last_tick - cfg.step_s)
-        own = ~self.job_coupled() | (self.error_held >= cfg.vote_min)
+        erring = self.error_held >= cfg.vote_min
+        own = ~self.job_coupled() | erring
         self.lift_node_causes(self.load_coupled())
         voting = self.held >= cfg.vote_min
-        return Summary.of(tick, voting, self.top_rising & own, self.present, self.parent >= 0)
+        return Summary.of(tick, voting, self.top_rising & own, self.present, self.parent >= 0, erring)
 
     def judge(self, summary: Summary, previous: NDArray[np.bool_] | None = None) -> Verdict:
         """The verdict of `summary`'s counts (this fusion's own, or a fleet's merged) under this config,
@@ -273,6 +278,7 @@ class Fusion:
         self.common = np.asarray(self.shared_levels.any(axis=0))
         self.common_share = np.asarray(verdict.common_share, dtype=np.float64)
         self.rising_share = np.asarray(verdict.rising_share, dtype=np.float64)
+        self.stalled_votes = np.asarray(verdict.stalled or np.zeros(N_FAMILIES), dtype=np.float64)
         if (self.common & _mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
@@ -482,6 +488,7 @@ class Fusion:
             "at_tick": self.at_tick,
             "common_share": self.common_share,
             "rising_share": self.rising_share,
+            "stalled_votes": self.stalled_votes,
             "alone": self.alone,
             "shift": self.shift,
             "sustained_shift": self.sustained_shift,
@@ -514,6 +521,7 @@ class Fusion:
         self.at_tick = np.asarray(arrays["at_tick"], dtype=np.float64)
         self.common_share = np.asarray(arrays["common_share"], dtype=np.float64)
         self.rising_share = np.asarray(arrays["rising_share"], dtype=np.float64)
+        self.stalled_votes = np.asarray(arrays.get("stalled_votes", np.zeros(N_FAMILIES)), dtype=np.float64)
         self.alone = np.asarray(arrays["alone"], dtype=np.float64)
         self.alone_hard = np.zeros_like(self.alone)  # both taken again by the next tick before `confirmed`
         self.alone_intermittent = np.zeros_like(self.alone)

@@ -44,6 +44,11 @@ N_FAMILIES = len(Family)
 SHARED_CAUSE_FAMILIES = frozenset(
     {Family.THERMAL, Family.PCIE, Family.NVLINK, Family.STORAGE_IO, Family.NETWORK, Family.LIVENESS}
 )
+# Families whose own error counters rising on a few nodes at once are one stall of a shared server,
+# however few nodes that is: a storage server that stalls times out the RPCs of every client using it
+# (NFS major timeouts), and on an idle fleet its clients are only the busy nodes (`cluster.py`). Not
+# the network: its error counters (drops, receive errors) leak on healthy links now and then.
+STALL_FAMILIES = frozenset({Family.STORAGE_IO})
 # Families that stay with the GPU that reported them even when its neighbours report too: ECC and
 # Xids are per-device hardware facts, never a phase of the job.
 PER_DEVICE_FAMILIES = frozenset({Family.MEMORY_ECC, Family.XID})

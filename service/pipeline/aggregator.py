@@ -137,7 +137,9 @@ class Aggregator:
         f = self.fusion
         return {
             "judged_to": self.judged_to if np.isfinite(self.judged_to) else None,
-            "last": {str(p): [s.tick, s.votes, s.rising, s.carriers] for p, s in self.last.items()},
+            "last": {
+                str(p): [s.tick, s.votes, s.rising, s.carriers, s.stalled] for p, s in self.last.items()
+            },
             "shared": f.shared_levels.tolist(),
             "workload_shift_at": f.workload_shift_at if np.isfinite(f.workload_shift_at) else None,
             "lifecycle": {k: v.tolist() for k, v in self.cluster.snapshot_arrays().items()},
@@ -150,8 +152,8 @@ class Aggregator:
     def restore(self, doc: dict[str, Any]) -> None:
         self.judged_to = -np.inf if doc["judged_to"] is None else float(doc["judged_to"])
         self.last = {
-            int(p): Summary(float(t), _counts(v), _counts(r), _counts(c))
-            for p, (t, v, r, c) in doc["last"].items()
+            int(p): Summary(float(t), _counts(v), _counts(r), _counts(c), stalled=_counts(s[0]) if s else ())
+            for p, (t, v, r, c, *s) in doc["last"].items()
         }
         f = self.fusion
         f.shared_levels = np.asarray(doc["shared"], dtype=bool)

@@ -1,6 +1,6 @@
 """What one partition's pipeline tells the fleet each tick, as a compact record of the summaries topic.
 
-The counts the shared-cause and cluster votes are judged on (`detectors/fleet_vote.Summary`: three
+The counts the shared-cause and cluster votes are judged on (`detectors/fleet_vote.Summary`: four
 small tables whatever the partition's size), and, for the fleet view, the nodes that show anything:
 each one's score and its GPUs' (quantised to a byte: the dashboard draws 256 shades at most), the
 families voting on it and whether its pages are held for a shared cause. A quiet node costs nothing
@@ -10,7 +10,7 @@ shard's firing alerts ride along only when they changed. The node values per nod
 make node-vs-node peers the fleet's; after each refit of the error counters' prior (every 10 minutes of
 event time), its sufficient statistics (`detectors/fleet_prior.PriorStats`: nine sums per error-counter
 field and at most 16 typical sizes, base64 of float64) make that prior the fleet's. JSON (orjson) with
-short keys: readable with kcat; ~280 bytes per partition-tick for the counts, ~20 more per node that moves
+short keys: readable with kcat; ~340 bytes per partition-tick for the counts, ~20 more per node that moves
 (tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
 """
 
@@ -69,7 +69,7 @@ class PartitionSummary:
             "v": VERSION,
             "p": self.partition,
             "t": c.tick,
-            "c": [c.votes, c.rising, c.carriers],
+            "c": [c.votes, c.rising, c.carriers, *([c.stalled] if c.stalled else [])],
             "n": [row.wire() for row in self.nodes],
         }
         if self.names is not None:
@@ -88,10 +88,10 @@ class PartitionSummary:
             doc = orjson.loads(raw)
             if doc.get("v") != VERSION:
                 raise SummaryError(f"summary version {doc.get('v')!r}, this prexid reads {VERSION}")
-            votes, rising, carriers = (_counts(t) for t in doc["c"])
-            if any(len(row) != N_FAMILIES for t in (votes, rising, carriers) for row in t):
+            votes, rising, carriers, *stalled = (_counts(t) for t in doc["c"])
+            if any(len(row) != N_FAMILIES for t in (votes, rising, carriers, *stalled) for row in t):
                 raise SummaryError(f"summary counts not of {N_FAMILIES} families (another prexid build)")
-            counts = Summary(float(doc["t"]), votes, rising, carriers)
+            counts = Summary(float(doc["t"]), votes, rising, carriers, stalled=stalled[0] if stalled else ())
             rows = tuple(
                 NodeRow(str(n), int(s), int(f), bool(h), tuple((int(g), int(q)) for g, q in gpus))
                 for n, s, f, h, gpus in doc["n"]

@@ -146,13 +146,14 @@ def job_scrape(
     return out
 
 
-def run_job_start(stalled_at: range) -> list[Alert]:
-    """A job starts on 6 of 16 idle nodes at tick 240 and runs on; they stall during `stalled_at`."""
+def run_job_start(stalled_at: range, job_nodes: int = 6) -> list[Alert]:
+    """A job starts on `job_nodes` of 16 idle nodes at tick 240 and runs on; they stall during
+    `stalled_at`."""
     rng = np.random.default_rng(7)
     c = {k: np.zeros(NODES) for k in ("cpu", "backlog", "read", "timeouts")}
     pipeline = Pipeline()
     alerts: list[Alert] = []
-    job = set(range(6))
+    job = set(range(job_nodes))
     for t in range(480):
         running = job if t >= 240 else set()
         alerts += pipeline.ingest_samples(job_scrape(t, rng, c, running, job if t in stalled_at else set()))
@@ -172,3 +173,19 @@ def test_storage_stalling_on_nodes_whose_job_just_started_is_still_one_cluster_a
         ("firing", "storage-io"),
         ("resolved", "storage-io"),
     ]
+
+
+def test_storage_stalling_on_the_only_busy_nodes_of_an_idle_fleet_is_one_cluster_alert() -> None:
+    """An idle fleet's one small job (2 of 16 nodes, far under the cluster vote's 30% share) is the
+    storage server's only client: when it stalls, its NFS timeouts on both nodes at once are one shared
+    stall (wide-s33 and s40 missed theirs, 2 of 8 nodes, on the share alone)."""
+    alerts = run_job_start(range(300, 380), job_nodes=2)
+    assert [(a.status, a.signals[0].family) for a in alerts] == [
+        ("firing", "storage-io"),
+        ("resolved", "storage-io"),
+    ]
+
+
+def test_timeouts_on_one_busy_node_are_not_a_cluster_event() -> None:
+    """One node's NFS timeouts are that node's (its mount, its link): the stall path needs two."""
+    assert run_job_start(range(300, 380), job_nodes=1) == []

@@ -30,6 +30,8 @@ def test_a_record_reads_back_as_written() -> None:
         alerts=({"fingerprint": "abc"},),
     )
     assert PartitionSummary.from_bytes(full.to_bytes()) == full
+    stalled = PartitionSummary(3, Summary(1_796_205_615.0, ROW, ROW, ROW, stalled=ROW))
+    assert PartitionSummary.from_bytes(stalled.to_bytes()) == stalled  # votes with NFS timeouts too
     bare = record(0, 1_796_205_615.0)
     assert PartitionSummary.from_bytes(bare.to_bytes()) == bare
     assert b"names" not in bare.to_bytes() and b"alerts" not in bare.to_bytes()

@@ -75,3 +75,19 @@ def test_summary_and_verdict_travel_as_json_unchanged() -> None:
 def test_merging_nothing_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="at least one"):
         merge([])
+
+
+def test_one_stalled_node_in_each_of_two_partitions_is_two_stalled_votes_for_the_fleet() -> None:
+    """Votes backed by the family's own error counters (NFS timeouts) add across partitions as the
+    other counts do: the cluster vote's stall path (`detectors/cluster.py`) reads the fleet's total."""
+    present = np.zeros((4, N_FAMILIES), dtype=bool)
+    present[:, Family.STORAGE_IO] = True
+    voting = np.zeros_like(present)
+    voting[0, Family.STORAGE_IO] = True
+    erring = voting.copy()
+    part = Summary.of(900.0, voting, voting.copy(), present, np.zeros(4, dtype=bool), erring)
+    quiet = Summary.of(900.0, voting, voting.copy(), present, np.zeros(4, dtype=bool), ~erring)
+    assert verdict(part).stalled[Family.STORAGE_IO] == 1
+    assert verdict(merge([part, part])).stalled[Family.STORAGE_IO] == 2
+    assert verdict(merge([part, quiet])).stalled[Family.STORAGE_IO] == 1
+    assert verdict(nodes_voting(4, 4, Family.STORAGE_IO)).stalled == (0,) * N_FAMILIES
