@@ -297,6 +297,16 @@ def ragged(starts: Ids, sizes: Ids) -> tuple[NDArray[np.intp], Ids, Ids]:
     return slot, offset, np.asarray(np.repeat(starts, sizes) + offset, dtype=np.int64)
 
 
+def order_statistics(ordered: Floats, n: int) -> Floats:
+    """`n` evenly spaced order statistics of sorted values, the ends included (linear interpolation;
+    each column apart when 2-D): how a capped fleet sketch stands for more values than it stores, and
+    how they are spread back over the count they stand for."""
+    grid, at = np.linspace(0, len(ordered) - 1, n), np.arange(len(ordered))
+    if ordered.ndim == 1:
+        return np.interp(grid, at, ordered)
+    return np.stack([np.interp(grid, at, ordered[:, c]) for c in range(ordered.shape[1])], axis=1)
+
+
 def pick(mask: NDArray[np.bool_], a: Floats | float, b: Floats | float) -> Floats:
     """`np.where(mask, a, b)` for float operands, skipping the per-element select when the mask is
     uniform: usually every sample is finite, in order and past warm-up, and the select costs three

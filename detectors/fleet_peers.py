@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids, ragged
+from prexid.detectors.base import Floats, Ids, order_statistics, ragged
 
 CAP = 16  # values per group and partition at most (order statistics beyond); at most 255 (a byte)
 _KEY = np.dtype("<u4")
@@ -67,7 +67,7 @@ class PeerSketch:
         for lo, n in zip(first.tolist(), counts.tolist(), strict=True):
             group = v32[lo : lo + n]
             if n > cap:  # evenly spaced order statistics, the ends included
-                group = np.interp(np.linspace(0, n - 1, cap), np.arange(n), group).astype(np.float32)
+                group = order_statistics(group.astype(np.float64), cap).astype(np.float32)
             kept.append(group)
         sizes = np.array([len(g) for g in kept], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -137,9 +137,8 @@ def outside(sketches: Sequence[PeerSketch]) -> Outside | None:
     for s in sketches:
         sizes = np.diff(s.starts)
         for i in np.flatnonzero(sizes < s.counts).tolist():  # capped groups: the rare case
-            stored = s.values[s.starts[i] : s.starts[i + 1]].astype(np.float64)
             n = int(s.counts[i])
-            spread = np.interp(np.linspace(0, len(stored) - 1, n), np.arange(len(stored)), stored)
+            spread = order_statistics(s.values[s.starts[i] : s.starts[i + 1]].astype(np.float64), n)
             keys_.append(np.full(n, s.keys[i], dtype=np.int64))
             values_.append(spread)
         whole = np.repeat(sizes == s.counts, sizes)

@@ -23,7 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids, Packed, Stored, pack_arrays, unpack_arrays
+from prexid.detectors.base import (
+    Floats,
+    Ids,
+    Packed,
+    Stored,
+    order_statistics,
+    pack_arrays,
+    unpack_arrays,
+)
 
 CAP = 16  # typical episode sizes kept per field and partition (order statistics beyond); <= 255
 WIRE_VERSION = 1
@@ -116,8 +124,7 @@ class PriorStats:
         for lo, hi in zip(self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
             block = self.sizes[lo:hi]
             if hi - lo > cap:
-                grid = np.linspace(0, hi - lo - 1, cap)
-                block = np.stack([np.interp(grid, np.arange(hi - lo), block[:, c]) for c in (0, 1)], axis=1)
+                block = order_statistics(block, cap)
             kept.append(block)
         starts = np.concatenate([[0], np.cumsum([len(b) for b in kept])]).astype(np.int64)
         return PriorStats(self.at, self.started, self.keys, self.sums, starts, np.concatenate(kept))
@@ -128,8 +135,7 @@ class PriorStats:
         for i, (lo, hi) in enumerate(zip(self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True)):
             block, n = self.sizes[lo:hi], round(float(self.stand_for[i]))
             if 0 < hi - lo < n:
-                grid = np.linspace(0, hi - lo - 1, n)
-                block = np.stack([np.interp(grid, np.arange(hi - lo), block[:, c]) for c in (0, 1)], axis=1)
+                block = order_statistics(block, n)
             out.append(block)
         return out
 
