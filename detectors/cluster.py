@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from prexid.detectors.fusion import Fusion
+from prexid.detectors.fusion import Fusion, family_mask
 from prexid.detectors.signals import SHARED_CAUSE_FAMILIES, STALL_FAMILIES, Family
 
 CLUSTER_FAULT_FAMILIES = SHARED_CAUSE_FAMILIES
@@ -44,19 +44,12 @@ def _involved(fusion: Fusion, families: frozenset[Family]) -> NDArray[np.bool_]:
     out the RPCs of its only clients, the busy nodes (two of eight), while a checkpoint's I/O on those
     nodes, however surprising, times nothing out.
     """
-    eligible = np.zeros(len(fusion.common), dtype=bool)
-    eligible[[int(f) for f in families]] = True
+    eligible = family_mask(families)
     if fusion.last_tick - fusion.workload_shift_at <= WORKLOAD_HEAT_S:
         eligible[Family.THERMAL] = False
     wide = fusion.common & (fusion.rising_share >= fusion.config.common_mode_frac)
-    stalled = _stall_mask() & (fusion.stalled_votes >= fusion.config.stall_min_votes)
+    stalled = family_mask(STALL_FAMILIES) & (fusion.stalled_votes >= fusion.config.stall_min_votes)
     return eligible & (wide | stalled)
-
-
-def _stall_mask() -> NDArray[np.bool_]:
-    out = np.zeros(len(Family), dtype=bool)
-    out[[int(f) for f in STALL_FAMILIES]] = True
-    return out
 
 
 def cluster_families(fusion: Fusion, families: frozenset[Family] = CLUSTER_FAULT_FAMILIES) -> list[Family]:

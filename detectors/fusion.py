@@ -82,7 +82,8 @@ class FusionConfig:
     node_mode_frac: float = 0.5  # a family voting on this share of one node's GPUs is a node-level cause
 
 
-def _mask(families: frozenset[Family]) -> NDArray[np.bool_]:
+def family_mask(families: frozenset[Family]) -> NDArray[np.bool_]:
+    """A (family,) mask of these families: for (entity, family) tables."""
     out = np.zeros(N_FAMILIES, dtype=bool)
     out[[int(f) for f in families]] = True
     return out
@@ -279,7 +280,7 @@ class Fusion:
         self.common_share = np.asarray(verdict.common_share, dtype=np.float64)
         self.rising_share = np.asarray(verdict.rising_share, dtype=np.float64)
         self.stalled_votes = np.asarray(verdict.stalled or np.zeros(N_FAMILIES), dtype=np.float64)
-        if (self.common & _mask(WORKLOAD_FAMILIES)).any():
+        if (self.common & family_mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
@@ -333,8 +334,8 @@ class Fusion:
         weakened = (self.fresh_top > 0.0) & (self.fresh_top < cfg.sustain_surprise)
         waiting = ~weakened & (self.held >= cfg.sustain_surprise)
         if self.bursting(tick):
-            waiting |= _mask(HARD_ERROR_FAMILIES) & (tick - self.strong_at <= cfg.sustain_gap_s)
-        waiting |= ~weakened & _mask(INTERMITTENT_FAMILIES) & (self.held >= cfg.intermittent_hold)
+            waiting |= family_mask(HARD_ERROR_FAMILIES) & (tick - self.strong_at <= cfg.sustain_gap_s)
+        waiting |= ~weakened & family_mask(INTERMITTENT_FAMILIES) & (self.held >= cfg.intermittent_hold)
         return np.where(strong, self.streak + 1, np.where(waiting, self.streak, 0)).astype(np.int32)
 
     def load_coupled(self) -> NDArray[np.bool_]:
@@ -393,7 +394,7 @@ class Fusion:
         moved = node_wide[nodes] & hot  # (gpu, family) cells explained by their node
         if not moved.any():
             return
-        shared, per_device = _mask(SHARED_CAUSE_FAMILIES), _mask(PER_DEVICE_FAMILIES)
+        shared, per_device = family_mask(SHARED_CAUSE_FAMILIES), family_mask(PER_DEVICE_FAMILIES)
         rows, fams = np.nonzero(moved & shared & ~coupled[gpus])  # a load-coupled move is the job's
         credit = self.held[gpus[rows], fams]
         cells = nodes[rows] * N_FAMILIES + fams
@@ -421,7 +422,7 @@ class Fusion:
         the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
         workload vote is: it may page alone once sustained, as ramping hardware errors may."""
         cfg = self.config
-        sustained = (self.streak >= cfg.sustain_ticks) & _mask(SUSTAINED_FAMILIES)
+        sustained = (self.streak >= cfg.sustain_ticks) & family_mask(SUSTAINED_FAMILIES)
         self.sustained = sustained
         # a family's vote lowered under its cap; a ramp of errors under its own calibration, before the
         # cap, so headroom above it is spent first
@@ -432,16 +433,16 @@ class Fusion:
         )
         votes = np.where(capped >= cfg.vote_min, capped, 0.0)
         self.alone = np.where(sustained, votes, 0.0).max(axis=1, initial=0.0)
-        hard = sustained & _mask(HARD_ERROR_FAMILIES)
+        hard = sustained & family_mask(HARD_ERROR_FAMILIES)
         self.alone_hard = np.where(hard, votes, 0.0).max(axis=1, initial=0.0)
-        intermittent = sustained & _mask(INTERMITTENT_FAMILIES)
+        intermittent = sustained & family_mask(INTERMITTENT_FAMILIES)
         self.alone_intermittent = np.where(intermittent, votes, 0.0).max(axis=1, initial=0.0)
         load = np.where(coupled, votes, 0.0)
         own = np.where(coupled, 0.0, votes)
-        job = np.maximum(votes[:, _mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
+        job = np.maximum(votes[:, family_mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
         # a GPU behind its peers is the job's signals too (one vote with them), but not its phase
         job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
-        fused: Floats = own[:, ~_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
+        fused: Floats = own[:, ~family_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
         return fused
 
     def voting_families(self, entity: int) -> list[int]:
