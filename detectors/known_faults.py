@@ -8,6 +8,10 @@ until every marked family has been quiet on the GPU (held surprise below `quiet_
 `quiet_s` of event time: a part that stopped erroring was repaired or reset, and errors after that
 are news again. A warning with any other family voting is never held: a new failure of another kind
 on a repaired GPU still pages.
+
+A mark holds from its Xid's event time on, not from when its line was read: the tick a warning is
+judged at may be evaluated after the Xid's kernel line arrived (the line is read as it comes, the tick
+once the scrapes past it are in), and a warning of that earlier tick is a warning before the Xid.
 """
 
 from __future__ import annotations
@@ -36,12 +40,14 @@ class KnownFaults:
     quiet_s: float = 7200.0  # a marked family quiet this long on its GPU is news again
     quiet_surprise: float = 3.0  # held surprise (-log10 p) under which a family counts as quiet
     loud_at: dict[tuple[int, int], float] = field(default_factory=dict)  # (GPU entity, family) -> last loud
+    since: dict[tuple[int, int], float] = field(default_factory=dict)  # ... -> the Xid that marked it
 
     def record(self, entity: int, code: int, at: float) -> None:
         """An Xid of `code` on this GPU entity at event time `at`."""
         for fam in EXPLAINED_FAMILIES.get(code, ()):
             key = (entity, int(fam))
             self.loud_at[key] = max(self.loud_at.get(key, at), at)
+            self.since[key] = min(self.since.get(key, at), at)
 
     def observe(self, tick: float, surprise: NDArray[np.float64]) -> None:
         """Each marked family's evidence at this tick (`surprise[entity, family]`, what fusion voted with):
@@ -52,13 +58,16 @@ class KnownFaults:
                 self.loud_at[key] = max(last, tick)
             elif tick - last >= self.quiet_s:
                 del self.loud_at[key]
+                self.since.pop(key, None)
 
-    def explains(self, entity: int, families: list[int]) -> bool:
-        """Whether every one of these voting families is a marked one of this GPU's."""
-        return bool(families) and all((entity, fam) in self.loud_at for fam in families)
+    def explains(self, entity: int, families: list[int], at: float) -> bool:
+        """Whether every one of these voting families is a marked one of this GPU's at event time `at`."""
+        return bool(families) and all(self.since.get((entity, fam), np.inf) <= at for fam in families)
 
     def snapshot_meta(self) -> dict[str, Any]:
-        return {"known_faults": [[e, f, t] for (e, f), t in self.loud_at.items()]}
+        return {"known_faults": [[e, f, t, self.since[(e, f)]] for (e, f), t in self.loud_at.items()]}
 
     def restore_meta(self, meta: dict[str, Any]) -> None:
-        self.loud_at = {(int(e), int(f)): float(t) for e, f, t in meta["known_faults"]}
+        rows = meta["known_faults"]
+        self.loud_at = {(int(e), int(f)): float(t) for e, f, t, _ in rows}
+        self.since = {(int(e), int(f)): float(s) for e, f, _, s in rows}

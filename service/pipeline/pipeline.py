@@ -531,8 +531,8 @@ class Pipeline:
         if not tr.firing:
             return self.rate_limit.allow_resolve(tr.entity)
         ent = self.registry.entities[tr.entity]
-        known = self.xid_alerts.known.explains(tr.entity, self.fusion.voting_families(tr.entity))
-        if known or (ent.gpu is not None and (ent.node, ent.gpu) in self.xid_alerts.firing_gpus()):
+        known = self.xid_alerts.known.explains(tr.entity, self.fusion.voting_families(tr.entity), tr.at)
+        if known or (ent.gpu is not None and (ent.node, ent.gpu) in self.xid_alerts.firing_gpus(tr.at)):
             self.rate_limit.mute(tr.entity)
             return False
         return self.rate_limit.allow_firing(tr.entity, tr.at)

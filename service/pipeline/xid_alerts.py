@@ -28,6 +28,7 @@ from typing import Any, Literal
 from prexid.detectors.known_faults import KnownFaults
 from prexid.detectors.xid_bursts import Burst, XidBursts
 from prexid.detectors.xid_catalog import XidInfo, xid_info
+from prexid.service.decode.common import parse_rfc3339
 from prexid.service.decode.xid import normalise_pci
 from prexid.service.pipeline.alert_book import AlertBook
 from prexid.service.pipeline.series_registry import SeriesRegistry, normalise_host
@@ -124,12 +125,15 @@ class XidAlerts:
     def firing_nodes(self) -> set[str]:
         return {a.node for fp in self.last_event if (a := self.book.active.get(fp)) is not None}
 
-    def firing_gpus(self) -> set[tuple[str, int]]:
-        """(node, GPU) of the firing Xid alerts that name their GPU."""
+    def firing_gpus(self, at: float) -> set[tuple[str, int]]:
+        """(node, GPU) of the Xid alerts firing at event time `at` that name their GPU: an Xid whose line
+        was read before a tick of earlier event time was evaluated had not happened at that tick."""
         return {
             (a.node, a.gpu)
             for fp in self.last_event
-            if (a := self.book.active.get(fp)) is not None and a.gpu is not None
+            if (a := self.book.active.get(fp)) is not None
+            and a.gpu is not None
+            and parse_rfc3339(a.starts_at) <= at
         }
 
     def went_silent(self, nodes: set[str]) -> None:

@@ -8,6 +8,8 @@ two CRC errors paged."""
 from __future__ import annotations
 
 from prexid.detectors.known_faults import KnownFaults
+from prexid.detectors.signals import Family
+from prexid.service.decode.common import parse_rfc3339
 from prexid.service.decode.types import RawSample
 from prexid.service.pipeline.pipeline import Pipeline, PipelineConfig
 from prexid.service.schemas import Alert, XidEvent
@@ -23,10 +25,11 @@ def _fleet(
     scrapes: int = 600,
     code: int = 74,
     config: PipelineConfig | None = None,
+    xid_read_early: int = 0,
 ) -> list[Alert]:
     """16 GPUs on 2 nodes (each labelled with its PCI id), their ROW_REMAP_PENDING scraped every 15 s;
     GPU 1 of node-1 has a row remap pending from scrape `pending_at`; an Xid `code` on `xid_on` at
-    `xid_at`."""
+    `xid_at`, its line read `xid_read_early` scrapes before that scrape's samples are."""
     pipe = Pipeline(config)
     alerts: list[Alert] = []
     for k in range(scrapes):
@@ -41,12 +44,12 @@ def _fleet(
             for n in range(2)
             for g in range(8)
         ]
-        if xid_on is not None and k == xid_at:
+        if xid_on is not None and k == xid_at - xid_read_early:
             node, gpu = xid_on
             alerts += pipe.ingest_xids(
                 [
                     XidEvent(
-                        ts=ts,
+                        ts=T0 + 15 * xid_at,
                         node=node,
                         pci_bus_id=f"0000:{0x10 + gpu:02x}:00.0",
                         code=code,
@@ -104,3 +107,30 @@ def test_the_explained_family_warns_again_once_it_has_been_quiet_on_the_gpu_for_
         config=RESOLVED_AFTER_10_MIN,
     )
     assert _warnings(later) == [("node-1", 1)]
+
+
+def test_a_warning_of_a_tick_before_the_xid_is_raised_though_the_xid_line_was_read_first() -> None:
+    """Event time decides, not the order lines and scrapes are read in: the row remap is pending from
+    scrape 400 and pages at tick 402; the Xid 64 comes at scrape 403, its kernel line read before that
+    scrape's samples, so before tick 402 is judged (a line is read as it is printed; a tick once the
+    scrapes past it are in). The warning of tick 402 is a warning before the Xid. Before, the Xid alert
+    already firing (and the family it marks as known) withheld it: wide-s39's GSP timeout lost its 15 s
+    warning so. A warning that fires at or after its Xid's event time is still withheld (above)."""
+    alerts = _fleet(pending_at=400, xid_on=("node-1", 1), xid_at=403, code=64, xid_read_early=1)
+    assert [a.kind for a in alerts if a.status == "firing"] == ["xid", "pre_xid"]  # the line was read first
+    assert _warnings(alerts) == [("node-1", 1)]
+    xid = next(a for a in alerts if a.kind == "xid")
+    assert parse_rfc3339(xid.starts_at) == T0 + 15 * 403
+    late = _fleet(pending_at=400, xid_on=("node-1", 1), xid_at=402, code=64, xid_read_early=1)
+    assert _warnings(late) == []  # fires at tick 402: not before an Xid at 402
+
+
+def test_a_known_fault_marks_its_family_from_its_xid_s_event_time_on() -> None:
+    known = KnownFaults()
+    known.record(entity=3, code=74, at=1000.0)  # NVLink
+    assert not known.explains(3, [int(Family.NVLINK)], at=999.0)
+    assert known.explains(3, [int(Family.NVLINK)], at=1000.0)
+    restored = KnownFaults()
+    restored.restore_meta(known.snapshot_meta())
+    assert not restored.explains(3, [int(Family.NVLINK)], at=999.0)
+    assert restored.explains(3, [int(Family.NVLINK)], at=1500.0)
