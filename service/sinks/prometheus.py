@@ -109,7 +109,9 @@ class PipelinesCollector(Collector):
     run`), read at each scrape unless `busy` (a batch is changing them in the worker thread,
     `batch_gate.py`): then the families read last time are served again."""
 
-    def __init__(self, pipelines: Callable[[], list[Pipeline]], busy: Callable[[], bool]) -> None:
+    def __init__(
+        self, pipelines: Callable[[], list[Pipeline]], busy: Callable[[], bool] = lambda: False
+    ) -> None:
         self.pipelines = pipelines
         self.busy = busy
         self._last: dict[bool, list[Metric]] = {}  # by `entity_scores_apart`: what it collects differs

@@ -206,7 +206,8 @@ class KafkaRunner:
         cut short (SIGTERM in a rolling deploy cancels it while publishing) leaves its shards
         `unpublished`, and no checkpoint writes those: a revoke callback waiting for the lock would
         commit past unsent alerts, or snapshot a state that has seen them, which the next owner
-        replaying the batch would take for alerts already sent."""
+        replaying the batch would take for alerts already sent. Each shard's records are processed in
+        the worker thread (`BatchGate.run`), one shard after the other, still under `lock`."""
         self._refetch_unowned(batch)
         self._check_key_placement(batch)
         out = Output()
