@@ -28,7 +28,7 @@ from tests.integration.traffic import eventually, produce, samples_held, setting
 
 pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=1)]
 
-CLUSTER = DemoCluster(nodes=2, gpus=8, duration_s=600.0, fault=DemoFault(node=0, gpu=0, xid_at_s=10**9))
+CLUSTER = DemoCluster(nodes=2, gpus=8, duration_s=900.0, fault=DemoFault(node=0, gpu=0, xid_at_s=600.0))
 ANSWER_S = 10.0  # how long the client waits for an answer before it gives up (and releases the batch)
 HOLD_LIMIT_S = 60.0  # the hook lets a batch go after this however the client fares: never a hung run
 PROBES = ("/healthz", "/readyz", "/metrics")
@@ -100,6 +100,8 @@ async def test_probes_and_scrapes_are_answered_while_a_batch_is_processed(
     state, _ = build(settings)
     hold = Hold()
     runner = KafkaRunner(settings, state, lambda: hold.around(build(settings, state)[1]))
+    sinks_ran_on: list[threading.Thread] = []  # an alert listener (Alertmanager's outbox is a loop object)
+    state.alert_listeners.append(lambda alerts: sinks_ran_on.append(threading.current_thread()))
     answers: dict[str, Answer] = {}
     base = f"http://127.0.0.1:{port}"
     server = asyncio.create_task(serve(state, runner.run(), "127.0.0.1", port, duration=None))
@@ -110,6 +112,8 @@ async def test_probes_and_scrapes_are_answered_while_a_batch_is_processed(
             lambda: not asking.is_alive(), limit_s=HOLD_LIMIT_S + 30, what="the client's answers"
         )
         await eventually(lambda: samples_held(runner) == total, limit_s=60, what="the backlog read")
+        await eventually(lambda: bool(sinks_ran_on), limit_s=30, what="the Xid's alert")
+        loop_thread = threading.current_thread()  # the test's event loop, which the replica runs on
     finally:
         hold.release.set()
         server.cancel()
@@ -123,3 +127,5 @@ async def test_probes_and_scrapes_are_answered_while_a_batch_is_processed(
     # a reader of the pipelines is answered, and only after the batch: it never sees one half applied
     assert answers["/api/v1/alerts"].status == 200
     assert not answers["/api/v1/alerts"].while_held
+    # alerts raised in a batch reach the sinks on the event loop, never from the batch's thread
+    assert set(sinks_ran_on) == {loop_thread}
