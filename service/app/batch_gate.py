@@ -15,7 +15,9 @@ the fleet board), are then touched by one side at a time:
   was open (`busy`; at most one shard's batch old); counters are prometheus_client's, thread-safe.
 
 Readers are not starved by a backlog that keeps the gate closed most of the time: a reader that the
-end of a batch woke reads before the next batch starts (`run` lets it go first). Alerts raised in the
+end of a batch woke reads before the next batch can start, as its wake-up is queued before that of
+the batch's caller (the gate opens in the first of the thread's done callbacks, and the loop runs
+callbacks in the order they were queued). Alerts raised in the
 thread reach their listeners (loop objects: Alertmanager's outbox, the quarantine queue) on the loop,
 after the batch (the runner hands them on).
 
@@ -39,7 +41,6 @@ class BatchGate:
     def __init__(self) -> None:
         self._busy = False
         self._waiting: list[asyncio.Future[None]] = []
-        self._woken = 0  # readers the gate's opening woke that have not read yet
 
     @property
     def busy(self) -> bool:
@@ -51,17 +52,11 @@ class BatchGate:
         while self._busy:
             waiter = asyncio.get_running_loop().create_future()
             self._waiting.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter.done() and not waiter.cancelled():
-                    self._woken -= 1
+            await waiter
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work()` in a worker thread with the gate closed. Cancelled, it still waits for the thread
         (which cannot be stopped): until that returns, the pipeline is the thread's."""
-        while self._woken:  # noqa: ASYNC110 - readers the last batch woke go first: a loop turn
-            await asyncio.sleep(0)
         self._busy = True
         done = asyncio.ensure_future(asyncio.to_thread(work))
         done.add_done_callback(self._open)  # whatever happens to the awaiting caller
@@ -76,5 +71,4 @@ class BatchGate:
         for waiter in self._waiting:
             if not waiter.done():
                 waiter.set_result(None)
-                self._woken += 1
         self._waiting.clear()
