@@ -25,7 +25,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -219,6 +219,10 @@ class _Metrics:
         )
 
 
+async def _now() -> None:
+    """Nothing to wait for: no batch runs beside the loop."""
+
+
 class QuarantineAction:
     def __init__(
         self,
@@ -231,11 +235,15 @@ class QuarantineAction:
         cluster: str,
         runbook_base_url: str,
         clock: Callable[[], float] = time.time,
+        quiet: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend
         self.fleet_size = fleet_size  # nodes prexid watches: the base of max_fraction
         self.ledger_of = ledger_of
+        # awaited before reading or writing pipelines (fleet size, ledgers) after an await: no batch is
+        # changing them then (`BatchGate.quiet`, `prexid run`)
+        self.quiet = quiet or _now
         self.page = page  # the alert listeners (Alertmanager): where a breaker trip goes
         self.cluster = cluster
         self.runbook_base_url = runbook_base_url
@@ -384,6 +392,7 @@ class QuarantineAction:
         held.cordoned_at = cordoned_at
         self.metrics.decisions.labels("quarantined").inc()
         self.metrics.to_cordon.labels(order.kind).observe(max(0.0, cordoned_at - order.first_sample))
+        await self.quiet()
         self.ledger_of(order.node).record_drain(
             order.node, order.first_sample, order.gpu, order.kind, order.xid_code
         )
@@ -407,6 +416,7 @@ class QuarantineAction:
             log.warning("quarantine (dry run): %s would be released by %s", node, who)
         elif held.state != "queued":  # a queued one is dropped before it starts
             await self._call("release", self.backend.release, node, who)
+        await self.quiet()  # the breaker's limit counts the pipelines' nodes
         if self.held.get(node) is held:
             del self.held[node]
         self.quiet_since.pop(node, None)

@@ -111,6 +111,7 @@ BENCH_TARGETS = {
     "decode": "prexid.service.offline.bench.decode:cmd_bench_decode",
     "detectors": "prexid.service.offline.bench.detectors:cmd_bench_detectors",
     "e2e": "prexid.service.offline.bench.e2e:cmd_bench_e2e",
+    "probes": "prexid.service.offline.bench.probes:cmd_bench_probes",
     "scrape": "prexid.service.offline.bench.scrape:cmd_bench_scrape",
 }
 
@@ -160,13 +161,15 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", parents=[common], help="measure throughput against a same-run baseline")
     bench.add_argument("target", choices=sorted(BENCH_TARGETS))
     bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
-    bench.add_argument("--bootstrap", help="e2e, scrape: an existing Kafka broker (default: start one)")
+    bench.add_argument(
+        "--bootstrap", help="e2e, probes, scrape: an existing Kafka broker (default: start one)"
+    )
     bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
     bench.add_argument(
         "--nodes",
         type=int,
         default=8,
-        help="e2e, scrape: nodes per demo cluster (e2e 8: 32 to a shard; 2: 8, a sparse worst case)",
+        help="e2e, probes, scrape: nodes per demo cluster (e2e 8: 32 to a shard; 2: 8, a sparse worst case)",
     )
     bench.set_defaults(func=cmd_bench)
     _offline_tools(sub, common)

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from prexid.service.actions.quarantine import QuarantineAction
+from prexid.service.app.batch_gate import BatchGate
 from prexid.service.http.history import ScoreHistory
 from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.pipeline import Pipeline
@@ -44,6 +45,8 @@ class ServiceState:
     others: list[Pipeline] = field(default_factory=list)
     quarantine: QuarantineAction | None = None  # the quarantine action, when enabled (/admin/quarantine)
     fleet_board: FleetBoard | None = None  # `prexid run` with the fleet vote: every partition's summaries
+    # closed while a batch runs in the worker thread: loop code awaits `quiet()` before touching pipelines
+    gate: BatchGate = field(default_factory=BatchGate)
 
     def active_alerts(self) -> dict[str, Alert]:
         """Firing alerts of the pipeline and of every partition this replica owns."""
@@ -77,7 +80,8 @@ class ServiceState:
     @classmethod
     def new(cls, pipeline: Pipeline, history_ticks: int = 120) -> ServiceState:
         state: ServiceState
-        telemetry = Telemetry(CollectorRegistry(), lambda: state.pipelines())  # bound late: shards change
+        # bound late: shards change; pipelines are read only while no batch runs (`batch_gate`)
+        telemetry = Telemetry(CollectorRegistry(), lambda: state.pipelines(), lambda: state.gate.busy)
         state = cls(pipeline, telemetry, history_ticks=history_ticks)
         telemetry.partitions.set_function(lambda: len(state.shards))
         state.record_history(pipeline)

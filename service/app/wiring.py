@@ -110,6 +110,7 @@ def quarantine_action(
         page,
         settings.cluster,
         settings.runbook_base_url,
+        quiet=state.gate.quiet,
     )
     state.quarantine = action
     return action

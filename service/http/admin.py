@@ -41,6 +41,7 @@ def admin_router(state: ServiceState) -> APIRouter:
     @router.get("/partitions")
     async def partitions() -> dict[str, Any]:
         """Partition indexes this replica owns, with each one's progress."""
+        await state.gate.quiet()  # then no await while reading the pipelines (`batch_gate.py`)
         return {
             str(index): {
                 "series": len(p.registry),
@@ -66,6 +67,7 @@ def admin_router(state: ServiceState) -> APIRouter:
     @router.get("/quarantine")
     async def quarantine() -> dict[str, Any]:
         """Nodes the quarantine action holds (or, in a dry run, would), and the breaker."""
+        await state.gate.quiet()  # its limit counts the pipelines' nodes
         return action().status()
 
     @router.post("/quarantine/{node}/undo")

@@ -73,7 +73,7 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
-        """Liveness: the process and its event loop answer."""
+        """Liveness: the process and its event loop answer (batches run off the loop: `batch_gate.py`)."""
         return {"status": "ok"}
 
     @app.get("/readyz")
@@ -86,6 +86,7 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics() -> Response:
+        """Never waits for a batch: what is read of the pipelines is as of the last one (`batch_gate`)."""
         entity_scores = (await view.current()).metrics  # rendered off the loop, once per tick at most
         with entity_scores_apart():
             rest = generate_latest(state.telemetry.registry)  # counters and histograms: fresh, cheap
@@ -94,11 +95,13 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
     @app.get("/api/v1/alerts", response_model=list[Alert])
     async def alerts(kind: Literal["pre_xid", "xid", "node", "cluster"] | None = None) -> list[Alert]:
         """Alerts firing now, newest first."""
+        await state.gate.quiet()  # then no await while reading the pipelines (`batch_gate.py`)
         active = [a for a in state.active_alerts().values() if kind is None or a.kind == kind]
         return sorted(active, key=lambda a: a.starts_at, reverse=True)
 
     @app.get("/api/v1/alerts/{fingerprint}", response_model=Alert)
     async def alert(fingerprint: str) -> Alert:
+        await state.gate.quiet()
         found = state.active_alerts().get(fingerprint)
         if found is None:
             raise HTTPException(404, f"no active alert {fingerprint}")
@@ -107,6 +110,7 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
     @app.get("/api/v1/entities/{node}", response_model=list[EntityEvidence])
     async def entities(node: str) -> list[EntityEvidence]:
         """Current evidence for a node and each of its GPUs: why its score is what it is."""
+        await state.gate.quiet()
         found = node_evidence(state.pipeline_of(node), node)
         if not found:
             raise HTTPException(404, f"no series seen for node {node}")
@@ -114,6 +118,7 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
 
     @app.get("/api/v1/entities/{node}/gpus/{gpu}", response_model=EntityEvidence)
     async def gpu_entity(node: str, gpu: int) -> EntityEvidence:
+        await state.gate.quiet()
         for ev in node_evidence(state.pipeline_of(node), node):
             if ev.gpu == gpu:
                 return ev
@@ -122,6 +127,7 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
     @app.get("/api/v1/nodes", response_model=NodeRanking)
     async def nodes(limit: int = 100) -> NodeRanking:
         """The node reliability ledger, worst first: repeat offenders are for RMA or burn-in."""
+        await state.gate.quiet()
         return node_ranking(state.pipelines(), max(1, min(limit, 10_000)))
 
     if state.remote_write is not None:

@@ -111,6 +111,7 @@ def dashboard_router(state: ServiceState, view: ReadView) -> APIRouter:
     @router.get("/api/v1/history/{node}", response_model=EntityHistoryOut)
     async def history(node: str, gpu: int | None = None) -> EntityHistoryOut:
         """Recent fused scores of a node (or one of its GPUs) and the signal families behind them."""
+        await state.gate.quiet()  # then no await while reading the pipelines (`batch_gate.py`)
         return entity_history(state, node, gpu)
 
     return router

@@ -1,15 +1,16 @@
 """What `/metrics` and `/api/v1/scores` serve of the fused scores: a view rendered off the event loop.
 
-The HTTP server shares the event loop with the consumer. Rendering every entity's score for each
-request (18k entities: `/metrics` 175 ms, `/api/v1/scores` 98 ms) stalled consumption for as long, once
-per scrape, so a scrape loop could hold a replica back. Instead:
+The HTTP server shares the event loop with the consumer's fetching and publishing. Rendering every
+entity's score for each request (18k entities: `/metrics` 175 ms, `/api/v1/scores` 98 ms) stalled
+consumption for as long, once per scrape, so a scrape loop could hold a replica back. Instead:
 
 - the view is rendered again only when a pipeline has changed since (a fusion tick, new entities, a
   shard taken over or handed off), and at most once per `min_interval_s` (default 1 s; requests in
   between get the view rendered last, at most that much older than the newest tick);
 - the loop only copies what a render reads (the score arrays and the entity lists: well under a
-  millisecond at 18k entities; pipelines change only on the loop, so the copy is consistent), and the
-  rendering runs in a worker thread while the consumer goes on;
+  millisecond at 18k entities), while no batch is changing the pipelines in the worker thread (while
+  one is, the view rendered last is served: `batch_gate.py`), so the copy is consistent; the
+  rendering runs in a worker thread of its own while the consumer goes on;
 - concurrent requests wait for the one render in progress instead of starting their own, and a
   request that goes away mid-render leaves it to finish.
 
@@ -95,9 +96,12 @@ class ReadView:
         return (self.state.pipeline.config.cluster, tuple(version(p) for p in self.state.pipelines()))
 
     def _fresh(self) -> View | None:
-        """The view rendered last, if it may still be served."""
+        """The view rendered last, if it may still be served: also whenever a batch is changing the
+        pipelines in the worker thread (`batch_gate.py`), so a scrape never waits for one."""
         if self._view is None:
             return None
+        if self.state.gate.busy:
+            return self._view
         if self._key == self._current_key() or self.clock() - self._rendered_at < self.min_interval_s:
             return self._view
         return None
@@ -111,8 +115,15 @@ class ReadView:
         return await asyncio.shield(self._rendering)
 
     async def _render_now(self) -> View:
-        key, cluster = self._current_key(), self.state.pipeline.config.cluster
-        copies = [ScoresCopy.of(p) for p in self.state.pipelines()]
+        """A view of the pipelines as they are now; while a batch is changing them, the last view, or
+        before any (a replica started into a backlog) one of no entities, rendered again once the
+        gate is open: a scrape never waits for a batch."""
+        cluster = self.state.pipeline.config.cluster
+        if self.state.gate.busy:
+            if self._view is None:
+                self._view, self._key = await asyncio.to_thread(self._render, cluster, []), None
+            return self._view
+        key, copies = self._current_key(), [ScoresCopy.of(p) for p in self.state.pipelines()]
         self._rendered_at = self.clock()
         view = await asyncio.to_thread(self._render, cluster, copies)
         self._view, self._key = view, key

@@ -1,4 +1,5 @@
-"""Runs a feed (Kafka consumer, demo stream) beside the HTTP server in one event loop."""
+"""Runs a feed (Kafka consumer, demo stream) beside the HTTP server in one event loop; `prexid run`
+processes its batches in a worker thread (`app/batch_gate.py`), so the loop answers HTTP meanwhile."""
 
 from __future__ import annotations
 

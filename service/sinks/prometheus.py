@@ -15,7 +15,7 @@ from contextvars import ContextVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -106,17 +106,43 @@ class EntityScoreText:
 
 class PipelinesCollector(Collector):
     """A collector over the pipelines this process runs now (one per owned partition under `prexid
-    run`), read at each scrape."""
+    run`), read at each scrape unless `busy` (a batch is changing them in the worker thread,
+    `batch_gate.py`): then the families read last time are served again."""
 
-    def __init__(self, pipelines: Callable[[], list[Pipeline]]) -> None:
+    def __init__(
+        self, pipelines: Callable[[], list[Pipeline]], busy: Callable[[], bool] = lambda: False
+    ) -> None:
         self.pipelines = pipelines
+        self.busy = busy
+        self._last: dict[bool, list[Metric]] = {}  # by `entity_scores_apart`: what it collects differs
+
+    def collect(self) -> Iterator[Metric]:
+        apart = _entity_scores_apart.get()
+        if not self.busy():
+            self._last[apart] = list(self.families())
+        return iter(self._last.get(apart, []))
+
+    def families(self) -> Iterator[Metric]:
+        raise NotImplementedError
+
+
+def while_quiet(read: Callable[[], float], busy: Callable[[], bool]) -> Callable[[], float]:
+    """`read()`, or while `busy` the value it gave last (a gauge's function over the pipelines)."""
+    last = [0.0]
+
+    def value() -> float:
+        if not busy():
+            last[0] = read()
+        return last[0]
+
+    return value
 
 
 class FusedScoreCollector(PipelinesCollector):
     """`prexid_gpu_fused_score`, `prexid_node_fused_score` (0..1; 0.5 = firing threshold) and the
     cluster score, over every pipeline this process runs (one per owned partition under `prexid run`)."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def families(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         pipelines = self.pipelines()
         if not _entity_scores_apart.get():
             yield from self._entity_scores(pipelines)
@@ -162,7 +188,7 @@ class FamilyCoverageCollector(PipelinesCollector):
     """`prexid_family_series{family}`: series per signal family over every pipeline; 0 is a family
     prexid is blind to (its exporter field is not enabled)."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def families(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "prexid_family_series",
             "Series per signal family (0: no data, the family's faults go undetected)",
@@ -184,7 +210,7 @@ class BudgetCollector(PipelinesCollector):
     (pages a node-day no Xid followed, over every partition's nodes), beside `prexid_false_alert_budget`;
     and what the family calibration takes off each family's votes, `prexid_family_calibration_shift`."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def families(self) -> Iterator[GaugeMetricFamily]:
         fire = GaugeMetricFamily(
             "prexid_fire_threshold",
             "Fused surprise that fires a page, as the false-alert budget holds it, by level (gpu, node)",
@@ -254,7 +280,7 @@ class LedgerCollector(PipelinesCollector):
     (Xids, pages, reboots, drains; a node's counts move with its partition's snapshot) and
     `prexid_node_repeat_offender_score{node}` (1 or more: a repeat offender)."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def families(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         events = CounterMetricFamily(
             "prexid_node_failures",
             "What the ledger booked per node: Xid failures, pages, reboots and drains, by kind",
@@ -278,7 +304,14 @@ class LedgerCollector(PipelinesCollector):
 class Telemetry:
     """prexid's own metrics on an injected registry (tests get a fresh one each)."""
 
-    def __init__(self, registry: CollectorRegistry, pipelines: Callable[[], list[Pipeline]]) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        pipelines: Callable[[], list[Pipeline]],
+        busy: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """`busy`: the pipelines are being changed off the event loop (`batch_gate.py`), and what is
+        read of them is served as read last."""
         self.registry = registry
         self.samples = Counter("prexid_samples", "Metric samples decoded", registry=registry)
         self.kernel_lines = Counter("prexid_kernel_lines", "Kernel log lines decoded", registry=registry)
@@ -384,7 +417,7 @@ class Telemetry:
             registry=registry,
         )
         self.series = Gauge("prexid_series", "Series known to this process", registry=registry)
-        self.series.set_function(lambda: sum(len(p.registry) for p in pipelines()))
+        self.series.set_function(while_quiet(lambda: sum(len(p.registry) for p in pipelines()), busy))
         self.series_refused = Counter(  # counted as refused, not summed over shards (they come and go)
             "prexid_series_refused",
             "New series refused by the cardinality limit",
@@ -402,7 +435,10 @@ class Telemetry:
             "prexid_event_time_watermark_seconds", "Event-time watermark of the pipeline", registry=registry
         )
         self.watermark.set_function(  # the slowest partition's
-            lambda: min((p.watermark for p in pipelines() if np.isfinite(p.watermark)), default=0.0)
+            while_quiet(
+                lambda: min((p.watermark for p in pipelines() if np.isfinite(p.watermark)), default=0.0),
+                busy,
+            )
         )
         # `prexid run`'s partition state: what a takeover would resume from, and how takeovers went
         self.partitions = Gauge(
@@ -482,10 +518,10 @@ class Telemetry:
             self.checkpoints.labels(outcome)
         for how in ("snapshot", "no_snapshot", "refused"):
             self.takeovers.labels(how)
-        registry.register(FusedScoreCollector(pipelines))
-        registry.register(FamilyCoverageCollector(pipelines))
-        registry.register(LedgerCollector(pipelines))
-        registry.register(BudgetCollector(pipelines))
+        registry.register(FusedScoreCollector(pipelines, busy))
+        registry.register(FamilyCoverageCollector(pipelines, busy))
+        registry.register(LedgerCollector(pipelines, busy))
+        registry.register(BudgetCollector(pipelines, busy))
 
     def observe_alerts(self, alerts: list[Alert]) -> None:
         for a in alerts:

@@ -60,7 +60,7 @@ class FleetRunner(KafkaRunner):
     async def _loop(self) -> None:
         await summaries.ensure_topics(self.settings)
         assert self.role is not None
-        feed = summaries.SummaryFeed(self.settings, self.board, self.state.telemetry)
+        feed = summaries.SummaryFeed(self.settings, self.board, self.state.telemetry, self.state.gate)
         tasks = [
             asyncio.create_task(_kept_running("summary feed", feed.run)),
             asyncio.create_task(_kept_running("aggregator role", self.role.run)),

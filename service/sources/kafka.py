@@ -9,11 +9,19 @@ and its offsets are checkpointed together: the snapshot goes to the changelog to
 offsets are committed. A replica that takes a shard over (rebalance, or a killed owner) restores the
 snapshot and seeks to the offsets stored in it, so it resumes without warm-up and re-emits, with the
 same fingerprints, only the alerts of records read since that checkpoint.
+
+A shard's part of a batch is processed in a worker thread (`BatchGate.run`, one shard at a time), the
+rest (fetching, publishing, checkpointing, rebalances, HTTP) on the event loop, which so stays free to
+answer Kubernetes' probes and Prometheus' scrapes during a backlog's batches of seconds. The ordering
+above does not change: the runner awaits each shard's processing under its lock as it did the call,
+publishes, and only then moves the offsets; `batch_gate.py` says how the loop keeps off the
+pipelines meanwhile, and why not uvicorn in a thread of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +37,7 @@ from aiokafka.structs import OffsetAndMetadata
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.processor import Message, Output, Processor, Run, stream_name
+from prexid.service.schemas import Alert
 from prexid.service.sinks.kafka import KafkaSink
 from prexid.service.sources.kafka_security import client_options
 from prexid.service.sources.key_placement import KeyPlacement
@@ -197,7 +206,8 @@ class KafkaRunner:
         cut short (SIGTERM in a rolling deploy cancels it while publishing) leaves its shards
         `unpublished`, and no checkpoint writes those: a revoke callback waiting for the lock would
         commit past unsent alerts, or snapshot a state that has seen them, which the next owner
-        replaying the batch would take for alerts already sent."""
+        replaying the batch would take for alerts already sent. Each shard's records are processed in
+        the worker thread (`BatchGate.run`), one shard after the other, still under `lock`."""
         self._refetch_unowned(batch)
         self._check_key_placement(batch)
         out = Output()
@@ -219,8 +229,12 @@ class KafkaRunner:
                 continue
             backlogged = await self._backlogged_metric_sources(index)
             shard.unpublished = True
-            with self.state.telemetry.batch_seconds.time():
-                part = shard.processor.process_isolating(metrics, logs, backlogged, now=time.monotonic())
+            work = functools.partial(self._process, shard, metrics, logs, backlogged, time.monotonic())
+            part, raised = await self.state.gate.run(work)  # off the loop: HTTP stays answered
+            listeners = shard.processor.listeners
+            for alerts in raised:  # sinks are loop objects: they take the alerts here, in order
+                for listener in listeners:
+                    listener(alerts)
             done.append((shard, {tp: records[-1].offset + 1 for tp, records in read.items()}))
             out.alerts += part.alerts
             out.dead_letters += part.dead_letters
@@ -228,6 +242,20 @@ class KafkaRunner:
         for shard, offsets in done:
             shard.offsets |= offsets
             shard.unpublished = False
+
+    def _process(
+        self, shard: Shard, metrics: list[Run], logs: list[Message], backlogged: set[str], now: float
+    ) -> tuple[Output, list[list[Alert]]]:
+        """In the worker thread (`BatchGate`): the shard's records through its processor, and the
+        alerts it raised as its listeners would have taken them, for the loop to hand on."""
+        raised: list[list[Alert]] = []
+        processor = shard.processor
+        listeners, processor.listeners = processor.listeners, [raised.append]
+        try:
+            with self.state.telemetry.batch_seconds.time():
+                return processor.process_isolating(metrics, logs, backlogged, now=now), raised
+        finally:
+            processor.listeners = listeners
 
     def _check_key_placement(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Count (and log) keys that one topic places on another partition index than another topic

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 
+from prexid.service.app.batch_gate import BatchGate
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.fleet_judge import FleetBoard
 from prexid.service.pipeline.fleet_summary import PartitionSummary, SummaryError
@@ -64,10 +65,13 @@ class SummaryFeed:
     """Reads the summaries topic into a `FleetBoard` as they come, and the aggregator's last verdict
     (no consumer group: every replica reads all of both)."""
 
-    def __init__(self, settings: Settings, board: FleetBoard, telemetry: Telemetry) -> None:
+    def __init__(
+        self, settings: Settings, board: FleetBoard, telemetry: Telemetry, gate: BatchGate | None = None
+    ) -> None:
         self.settings = settings
         self.board = board
         self.telemetry = telemetry
+        self.gate = gate  # the board is written only while no batch runs in the worker thread
         self.read = 0
 
     async def run(self) -> None:
@@ -86,6 +90,8 @@ class SummaryFeed:
                     consumer.seek(tp, at.offset)
             while True:
                 batch = await consumer.getmany(timeout_ms=s.batch_timeout_ms)
+                if batch and self.gate is not None:  # shards' fleet judges read the board in batches
+                    await self.gate.quiet()
                 for tp, records in batch.items():
                     for r in records:
                         if tp.topic == s.summaries():

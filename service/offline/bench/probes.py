@@ -1,0 +1,272 @@
+"""`prexid bench probes`: how long a `prexid run` replica takes to answer `/healthz` and `/metrics` while it
+reads a backlog, as a ratio to the same replica idle, in one bounded run on a real broker.
+
+Kubernetes kills a pod whose liveness probe (`/healthz`, helm: 3 s timeout) fails 4 times in a row, and
+Prometheus gives up a scrape after its timeout: a replica catching up after a restart must go on
+answering both. So:
+
+1. demo traffic for 128 clusters x `--nodes` (8) nodes x 8 GPUs over 8 scrapes of 15 s, ~600k records,
+   is produced to 4 partitions (the first scrapes create every series: the heaviest batches);
+2. in rounds, a replica is started on a fresh group and reads that backlog from the start, while this
+   process asks `/healthz` every 0.1 s and `/metrics` every 0.25 s (each one request at a time, as a
+   probe and a scraper do), and keeps asking for `IDLE_S` once it has read everything;
+3. "busy" requests are those sent while the replica read the backlog (its own `prexid_messages_total`,
+   from the `/metrics` answers: from the request whose answer first showed a record read to the one
+   that showed them all); "idle" those sent from 1 s after it had read all of it. Per round and path:
+   p50, p99 and the longest answer, busy over idle (the ratio), and how many `/healthz` answers took
+   longer than the helm liveness timeout. The replica's rate is taken from 5% to 95% of the backlog.
+The figures are printed; nothing here asserts them. Each round is bounded (`RUN_LIMIT_S`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from prexid.service.offline.bench import e2e_load as load
+
+PARTITIONS = 4
+CLUSTERS = 128
+NODES = 8
+TICKS = 8
+REPEATS = 2
+IDLE_S = 5.0
+RUN_LIMIT_S = 300.0
+LIVENESS_TIMEOUT_S = 3.0  # helm/prexid/templates/deployment.yaml
+PATHS = {"/healthz": 0.1, "/metrics": 0.25}  # path -> pause after each answer
+REQUEST_TIMEOUT_S = 120.0  # far past any probe's: the bench measures how long, it does not give up
+
+
+def topics_for(run: str) -> dict[str, str]:
+    return {k: f"bench-probes-{k}-{run}" for k in ("metrics", "logs", "alerts", "dead")}
+
+
+@dataclass
+class Samples:
+    """Each request of one path: when it was sent (monotonic) and how long until answered (inf: failed)."""
+
+    sent: list[float] = field(default_factory=list)
+    took: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Progressed:
+    """The replica's records read, as its `/metrics` answers said: when each was asked and answered."""
+
+    sent: list[float] = field(default_factory=list)
+    at: list[float] = field(default_factory=list)
+    read: list[float] = field(default_factory=list)
+
+
+def messages_total(text: str) -> float:
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "prexid_messages"
+        for s in family.samples
+        if s.name == "prexid_messages_total"
+    )
+
+
+async def ask(
+    client: httpx.AsyncClient, url: str, pause_s: float, out: Samples, progressed: Progressed | None
+) -> None:
+    """GET `url` one request at a time until cancelled; `/metrics` answers also say records read."""
+    while True:
+        sent = time.monotonic()
+        try:
+            resp = await client.get(url)
+            took = time.monotonic() - sent if resp.status_code == 200 else np.inf
+        except httpx.HTTPError:
+            took = np.inf
+            resp = None
+        out.sent.append(sent)
+        out.took.append(took)
+        if progressed is not None and resp is not None and resp.status_code == 200:
+            progressed.sent.append(sent)
+            progressed.at.append(time.monotonic())
+            progressed.read.append(messages_total(resp.text))
+        await asyncio.sleep(pause_s)
+
+
+async def up(client: httpx.AsyncClient, port: int) -> None:
+    while True:
+        try:
+            if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.1)
+
+
+def first(p: Progressed, at_least: float) -> int | None:
+    """The first `/metrics` answer saying at least `at_least` records were read."""
+    return next((i for i, n in enumerate(p.read) if n >= at_least), None)
+
+
+async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[str, Any]:
+    """A fresh replica reads the backlog from the start while both paths are asked; then idles."""
+    group = f"bench-probes-{uuid.uuid4().hex[:6]}"
+    [replica] = await load.start_replicas(load.replica_env(bootstrap, topics, group), 1)
+    samples = {path: Samples() for path in PATHS}
+    progressed = Progressed()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+            await up(client, replica.port)
+            base = f"http://127.0.0.1:{replica.port}"
+            tasks = [
+                asyncio.create_task(
+                    ask(client, base + path, pause, samples[path], progressed if path == "/metrics" else None)
+                )
+                for path, pause in PATHS.items()
+            ]
+            while first(progressed, total) is None:  # noqa: ASYNC110 - the replica's state
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1.0 + IDLE_S)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await admin.close()
+        await load.stop_replicas([replica])
+    began, done = first(progressed, 1), first(progressed, total)
+    low, high = first(progressed, 0.05 * total), first(progressed, 0.95 * total)
+    if began is None or done is None or low is None or high is None or high <= low:
+        raise RuntimeError("no busy window")
+    # busy: asked from the request whose answer first showed records read (asked, maybe, while the
+    # first batch ran) until the one that showed them all; idle: from 1 s after that one was answered
+    start, end, idle_from = progressed.sent[began], progressed.sent[done], progressed.at[done] + 1.0
+    p = progressed
+    result: dict[str, Any] = {
+        "busy_s": end - start,
+        "rate": (p.read[high] - p.read[low]) / (p.at[high] - p.at[low]),
+    }
+    for path, s in samples.items():
+        busy = [t for at, t in zip(s.sent, s.took, strict=True) if start <= at < end]
+        idle = [t for at, t in zip(s.sent, s.took, strict=True) if at >= idle_from]
+        result[path] = {"busy": busy, "idle": idle}
+    return result
+
+
+async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progress) -> dict[str, Any]:
+    step = progress.add_task("starting Kafka", total=2 + repeats)
+    broker = load.Broker(bootstrap)
+    results: dict[str, Any] = {"rounds": []}
+    try:
+        bootstrap = broker.start()
+        progress.update(step, advance=1, description="making traffic")
+        ticks = load.traffic(CLUSTERS, TICKS * 15.0, nodes)
+        total = sum(len(t.metrics) + len(t.logs) for t in ticks)
+        results |= {"records": total, "gpus": CLUSTERS * nodes * 8, "nodes": CLUSTERS * nodes}
+        topics = topics_for(uuid.uuid4().hex[:8])
+        await load.create_topics(bootstrap, list(topics.values()), PARTITIONS)
+        progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
+        await load.produce(bootstrap, topics["metrics"], topics["logs"], ticks, PARTITIONS)
+        for i in range(repeats):
+            progress.update(step, advance=1, description=f"round {i + 1} of {repeats}")
+            results["rounds"].append(await one_round(bootstrap, topics, total))
+    finally:
+        broker.stop()
+    return results
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def summary(times: list[float]) -> str:
+    failed = sum(1 for t in times if not np.isfinite(t))
+    ok = [t for t in times if np.isfinite(t)]
+    top = max(ok) if ok else float("nan")
+    text = f"p50 {pct(ok, 50) * 1000:,.1f} ms, p99 {pct(ok, 99) * 1000:,.1f} ms, max {top * 1000:,.1f} ms"
+    return text + (f", {failed} failed" if failed else "") + f" ({len(times)})"
+
+
+def ratios(rounds: list[dict[str, Any]], path: str, q: float | None) -> tuple[float, str]:
+    """Busy over idle, round by round (p`q`, or the longest with `q` None), and their median."""
+
+    def stat(values: list[float]) -> float:
+        ok = [t for t in values if np.isfinite(t)] or [np.nan]
+        return max(ok) if q is None else pct(ok, q)
+
+    each = [stat(r[path]["busy"]) / stat(r[path]["idle"]) for r in rounds]
+    return statistics.median(each), " / ".join(f"{x:,.0f}" for x in each)
+
+
+def figures(r: dict[str, Any]) -> dict[str, Any]:
+    """The results with each path's answers as p50, p99, longest and failures (seconds), not listed."""
+
+    def stats(times: list[float]) -> dict[str, float]:
+        ok = [t for t in times if np.isfinite(t)]
+        top = max(ok) if ok else float("nan")
+        return {
+            "n": len(times),
+            "p50": pct(ok, 50),
+            "p99": pct(ok, 99),
+            "max": top,
+            "failed": len(times) - len(ok),
+        }
+
+    rounds = [
+        {k: ({m: stats(v[m]) for m in ("busy", "idle")} if k in PATHS else v) for k, v in x.items()}
+        for x in r["rounds"]
+    ]
+    return r | {"rounds": rounds}
+
+
+def report(r: dict[str, Any], console: Console) -> None:
+    rounds = r["rounds"]
+    table = Table(
+        title=f"prexid bench probes ({r['records']:,} records; {r['gpus']:,} GPUs on {r['nodes']:,} nodes; "
+        f"{PARTITIONS} partitions, one replica reading them from the start; {len(rounds)} rounds)"
+    )
+    for col in ("measure", "value", "target"):
+        table.add_column(col)
+    busy_s = " / ".join(f"{x['busy_s']:.1f} s at {x['rate']:,.0f} rec/s" for x in rounds)
+    table.add_row("busy window (reading the backlog; rate: 5% to 95% of it)", busy_s, "")
+    for path in PATHS:
+        for i, x in enumerate(rounds):
+            table.add_row(f"{path} idle, round {i + 1}", summary(x[path]["idle"]), "baseline")
+            table.add_row(f"{path} busy, round {i + 1}", summary(x[path]["busy"]), "")
+        p99, p99_runs = ratios(rounds, path, 99)
+        top, top_runs = ratios(rounds, path, None)
+        table.add_row(
+            f"{path} busy / idle",
+            f"p99 {p99:,.1f}x (rounds {p99_runs}); longest {top:,.1f}x (rounds {top_runs})",
+            "<= 10x",
+        )
+    slow = [sum(1 for t in x["/healthz"]["busy"] if t > LIVENESS_TIMEOUT_S) for x in rounds]
+    table.add_row(
+        f"/healthz answers over the liveness timeout ({LIVENESS_TIMEOUT_S:.0f} s), busy",
+        " / ".join(f"{n} of {len(x['/healthz']['busy'])}" for n, x in zip(slow, rounds, strict=True)),
+        "0",
+    )
+    console.print(table)
+
+
+def cmd_bench_probes(args: argparse.Namespace) -> int:
+    console = Console()
+    with Progress(console=console, transient=True) as progress:
+        results = asyncio.run(
+            run(getattr(args, "bootstrap", None), getattr(args, "nodes", NODES), REPEATS, progress)
+        )
+    report(results, console)
+    console.print_json(orjson.dumps(figures(results)).decode())
+    return 0

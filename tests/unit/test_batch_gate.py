@@ -1,0 +1,109 @@
+"""The batch gate: work in a worker thread, loop readers kept off it, and `/metrics` never waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+from prometheus_client import generate_latest
+
+from prexid.service.app.batch_gate import BatchGate
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import build
+from prexid.service.http.api import create_app
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.unit.wiring import scrape
+
+
+async def started(entered: threading.Event) -> None:
+    while not entered.is_set():  # noqa: ASYNC110 - set by a worker thread
+        await asyncio.sleep(0.01)
+
+
+async def test_readers_wait_for_the_batch_and_read_before_the_next_one() -> None:
+    gate = BatchGate()
+    order: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def first() -> str:
+        entered.set()
+        release.wait(10)
+        order.append("first batch")
+        return "done"
+
+    async def batches() -> str:  # as the runner does: the next batch as soon as the last returns
+        result = await gate.run(first)
+        await gate.run(lambda: order.append("second batch"))
+        return result
+
+    runner = asyncio.create_task(batches())
+    await started(entered)
+    assert gate.busy and threading.current_thread() is threading.main_thread()
+
+    async def reader() -> None:
+        await gate.quiet()
+        order.append("reader")
+
+    # readers whose wake-up takes a few more hops than the runner's (wait_for: a task of its own)
+    readers = [asyncio.create_task(asyncio.wait_for(reader(), 10)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert order == []  # the loop went on (this ran) while the batch was in its thread; readers wait
+    release.set()
+    assert await runner == "done"
+    await asyncio.gather(*readers)
+    assert order == ["first batch", "reader", "reader", "reader", "second batch"]
+    assert not gate.busy
+
+
+async def test_a_cancelled_batch_keeps_the_gate_closed_until_its_thread_returns() -> None:
+    gate = BatchGate()
+    entered, release = threading.Event(), threading.Event()
+    batch = asyncio.create_task(gate.run(lambda: (entered.set(), release.wait(10))))
+    await started(entered)
+    batch.cancel()
+    await asyncio.sleep(0.05)
+    assert gate.busy and not batch.done()  # the thread still has the pipeline
+    release.set()
+    try:
+        await batch
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the cancellation was swallowed")
+    assert not gate.busy
+
+
+def series(text: bytes) -> float:
+    [value] = [float(x.split()[-1]) for x in text.decode().splitlines() if x.startswith("prexid_series ")]
+    return value
+
+
+async def test_metrics_serve_what_was_read_before_the_batch_while_one_runs() -> None:
+    state, processor = build(Settings())
+    quiet = DemoFault(node=0, gpu=0, xid_at_s=10**9)
+    ticks = list(simulate(DemoCluster(nodes=2, gpus=2, duration_s=60.0, fault=quiet)))
+    processor.process(*scrape(ticks[0]), set())
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(state)), base_url="http://prexid"
+    ) as http:
+        before = (await http.get("/metrics")).content
+        assert series(before) > 0 and b"prexid_family_series" in before
+        entered, release = threading.Event(), threading.Event()
+        wider = list(simulate(DemoCluster(nodes=3, gpus=2, duration_s=60.0, fault=quiet)))
+
+        def batch() -> None:  # a batch of new series, stopped half way
+            processor.process(*scrape(wider[1]), set())
+            entered.set()
+            release.wait(10)
+
+        running = asyncio.create_task(state.gate.run(batch))
+        await started(entered)
+        during = await http.get("/metrics")
+        assert during.status_code == 200 and series(during.content) == series(before)
+        assert b"prexid_family_series" in during.content  # the pipeline families as read last
+        release.set()
+        await running
+        after = (await http.get("/metrics")).content
+        assert series(after) > series(before)
+    assert series(generate_latest(state.telemetry.registry)) == series(after)
