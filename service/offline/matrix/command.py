@@ -10,11 +10,14 @@ in-process with the evaluation's matching rules. The data files are deleted afte
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 from rich.console import Console
@@ -32,10 +35,72 @@ from prexid.service.offline.matrix.sets import (
     cells,
 )
 from prexid.service.offline.sim.command import progress
+from prexid.service.offline.sim.variants import NAMES
+
+T = TypeVar("T", int, str)
+MAX_SEEDS = 10_000  # per list: a typo like 1..100000 would queue days of cells
+_RANGE = re.compile(r"([0-9]+)\.\.([0-9]+)")
+_NEGATIVE = re.compile(r"-[0-9]+|[0-9]+\.\.-[0-9]+|-[0-9]+\.\.-?[0-9]+")
+SEEDS_HELP = (
+    "whole numbers >= 0 and inclusive ranges A..B, separated by spaces or commas, e.g. '1..12 19..42' "
+    "or '1 2 3'; '' for none"
+)
 
 
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(w for w in text.replace(",", " ").split() if w)
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A list-valued option: the words as typed (for the report's command line) and what they say."""
+
+    text: str
+    items: tuple[int | str, ...]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _words(text: str) -> list[str]:
+    return text.replace(",", " ").split()
+
+
+def seed_list(text: str) -> Listed:
+    """`--tune-seeds`, `--report-seeds`: seeds and inclusive ranges, each seed once."""
+    seeds: list[int] = []
+    for word in _words(text):
+        if word.isdecimal() and word.isascii():
+            seeds.append(int(word))
+        elif m := _RANGE.fullmatch(word):
+            lo, hi = int(m[1]), int(m[2])
+            if hi < lo:
+                raise argparse.ArgumentTypeError(f"range {word!r} runs backwards (A..B needs A <= B)")
+            if hi - lo >= MAX_SEEDS:
+                raise argparse.ArgumentTypeError(f"range {word!r} holds more than {MAX_SEEDS} seeds")
+            seeds.extend(range(lo, hi + 1))
+        elif _NEGATIVE.fullmatch(word):
+            raise argparse.ArgumentTypeError(f"{word!r}: seeds are never negative")
+        else:
+            raise argparse.ArgumentTypeError(f"{word!r} is not a seed: {SEEDS_HELP}")
+    return Listed(text, _once(seeds, "seed"))
+
+
+def variant_list(text: str) -> Listed:
+    """`--tune-variants`, `--report-variants`: simulator variant names, each once."""
+    names = _words(text)
+    for name in names:
+        if name not in NAMES:
+            raise argparse.ArgumentTypeError(f"unknown variant {name!r}; choose from {', '.join(NAMES)}")
+    return Listed(text, _once(names, "variant"))
+
+
+def _once(items: list[T], what: str) -> tuple[T, ...]:
+    """A seed or variant given twice would be one cell counted twice in every pooled figure."""
+    seen: set[T] = set()
+    for item in items:
+        if item in seen:
+            raise argparse.ArgumentTypeError(f"{what} {item!r} given twice")
+        seen.add(item)
+    if len(items) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"more than {MAX_SEEDS} {what}s")
+    return tuple(items)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,10 +111,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=8)
     p.add_argument("--hours", type=float, default=12.0)
     p.add_argument("--failures-per-day", type=float, default=24.0, help="raised for statistics on small runs")
-    p.add_argument("--tune-variants", default=" ".join(TUNING_VARIANTS))
-    p.add_argument("--tune-seeds", default=" ".join(map(str, TUNING_SEEDS)))
-    p.add_argument("--report-variants", default=" ".join(REPORT_VARIANTS))
-    p.add_argument("--report-seeds", default=" ".join(map(str, REPORT_SEEDS)))
+    variants = "simulator variants, separated by spaces or commas; '' for none (default: %(default)s)"
+    seeds = SEEDS_HELP + " (default: %(default)s)"
+    tv, ts = " ".join(TUNING_VARIANTS), " ".join(map(str, TUNING_SEEDS))
+    rv, rs = " ".join(REPORT_VARIANTS), " ".join(map(str, REPORT_SEEDS))
+    p.add_argument("--tune-variants", type=variant_list, default=tv, metavar="VARIANTS", help=variants)
+    p.add_argument("--tune-seeds", type=seed_list, default=ts, metavar="SEEDS", help=seeds)
+    p.add_argument("--report-variants", type=variant_list, default=rv, metavar="VARIANTS", help=variants)
+    p.add_argument("--report-seeds", type=seed_list, default=rs, metavar="SEEDS", help=seeds)
     p.add_argument("--keep-data", action="store_true", help="keep each cell's metrics files")
     p.add_argument("--no-baselines", action="store_true", help="prexid only (faster)")
     p.add_argument("--report-only", action="store_true", help="rebuild report.md from the cells' scores")
@@ -123,10 +192,10 @@ def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
 def cmd_matrix(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     todo = cells(
-        _words(args.tune_variants),
-        tuple(int(s) for s in _words(args.tune_seeds)),
-        _words(args.report_variants),
-        tuple(int(s) for s in _words(args.report_seeds)),
+        tuple(map(str, args.tune_variants.items)),
+        tuple(map(int, args.tune_seeds.items)),
+        tuple(map(str, args.report_variants.items)),
+        tuple(map(int, args.report_seeds.items)),
     )
     args.out.mkdir(parents=True, exist_ok=True)
     scores: list[scoring.Score] = []
@@ -158,13 +227,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             "--failures-per-day",
             f"{args.failures_per_day:g}",
             "--tune-variants",
-            args.tune_variants,
+            args.tune_variants.text,
             "--tune-seeds",
-            args.tune_seeds,
+            args.tune_seeds.text,
             "--report-variants",
-            args.report_variants,
+            args.report_variants.text,
             "--report-seeds",
-            args.report_seeds,
+            args.report_seeds.text,
         ]
     )
     title = (

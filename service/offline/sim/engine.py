@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from prexid.service.offline.sim import effects, row_remap
 from prexid.service.offline.sim.benign import BenignEffects
+from prexid.service.offline.sim.boot import BootClock, boot_series
 from prexid.service.offline.sim.config import SimConfig
 from prexid.service.offline.sim.exporters import NIC_PREFIXES, ExporterPlan, plan
 from prexid.service.offline.sim.extra_fields import DEFAULT_COUNTERS, EXTRA_GPU_FIELDS, GpuExtra, NodeExtra
@@ -91,15 +92,18 @@ class ClusterSim:
         self.node_extra = NodeExtra(fl.node_extra, cfg.nodes, aux) if fl.node_extra else None
         self._all_series = self._series_table()
         self.keep = self._kept_columns()
-        self.series = (
-            self._all_series if self.keep is None else [self._all_series[i] for i in self.keep.tolist()]
-        )
-        self.scrape = ScrapeNoise(ph.scrape, self._node_of_column(), aux)
+        scraped = self._all_series if self.keep is None else [self._all_series[i] for i in self.keep.tolist()]
+        node_of_col = _node_of_column(scraped)
+        self.scrape = ScrapeNoise(ph.scrape, node_of_col, aux)
+        self.series = scraped + boot_series(cfg.nodes)  # the boot times last, outside the scrape noise
         self._xids = self._xid_lines()
         self._gaps = _by_tick(self.schedule.exporter_gap)
         self._reboots = _by_tick(self.schedule.reboot_ticks)
         self._down = _by_tick(self.schedule.node_down)
         self._dead = self._dead_gpus()
+        self.boot = BootClock(cfg, self._reboots)
+        self._boot_lag = np.unique(node_of_col[self.scrape.lag_cols])  # nodes a scrape behind
+        self._boot_prev: NDArray[np.float64] | None = None
 
     @property
     def gpu_fields(self) -> tuple[str, ...]:
@@ -130,13 +134,6 @@ class ClusterSim:
         n_gpu = len(self.gpu_fields) * self.cfg.nodes * self.cfg.gpus
         keep = [i for i, (name, _) in enumerate(self._all_series) if i >= n_gpu or name in DEFAULT_COUNTERS]
         return np.array(keep, dtype=np.int64)
-
-    def _node_of_column(self) -> NDArray[np.int64]:
-        """Each output column's node for node-exporter columns, -1 for DCGM ones."""
-        return np.array(
-            [-1 if "Hostname" in lab else _node_index(lab["instance"]) for _, lab in self.series],
-            dtype=np.int64,
-        )
 
     def labels(self) -> list[dict[str, object]]:
         return [f.label() for f in self.failures]
@@ -176,9 +173,12 @@ class ClusterSim:
                 self._blank(values[:n_gpu_cols].reshape(len(GPU_FIELDS), cfg.nodes, cfg.gpus), k)
                 for n in self._down.get(k, []):
                     values[n_gpu_cols:].reshape(len(NODE_FIELDS), cfg.nodes)[:, n] = np.nan
-                yield Frame(k, ts, values, sorted(logs))
+                boot = self._boot_values(k, self._down.get(k, []))
+                yield Frame(k, ts, np.concatenate([values, boot]), sorted(logs))
                 continue
-            yield Frame(k, ts, self._variant_values(k, gpu_vals, node_vals), sorted(logs))
+            values = self._variant_values(k, gpu_vals, node_vals)
+            silent = [*self._down.get(k, []), *self.exporters.node_gaps.get(k, [])]
+            yield Frame(k, ts, np.concatenate([values, self._boot_values(k, silent)]), sorted(logs))
 
     def _variant_tick(self, k: int, eff: effects.Effects) -> None:
         """Before the models step: the load, benign effects, injected errors and counter resets."""
@@ -221,6 +221,19 @@ class ClusterSim:
             values = values[self.keep]
         return self.scrape.apply(values) if self.scrape.active else values
 
+    def _boot_values(self, k: int, silent: list[int]) -> NDArray[np.float64]:
+        """Each node's boot time as its node-exporter shows it: nothing while the node is down or the
+        exporter restarts, and a lagging exporter's reading one scrape late, like its other series."""
+        boot = self.boot.step(k)
+        boot[silent] = np.nan
+        if not self.variant or not len(self._boot_lag):
+            return boot
+        shown = boot.copy()
+        if self._boot_prev is not None:
+            shown[self._boot_lag] = self._boot_prev[self._boot_lag]
+        self._boot_prev = boot
+        return shown
+
     def _blank(self, gpu_block: NDArray[np.float64], k: int) -> None:
         for n in self._gaps.get(k, []):
             gpu_block[:, n, :] = np.nan
@@ -260,6 +273,13 @@ class ClusterSim:
                 later = [k for k, ns in self._reboots.items() if f.node_index in ns and k > k0]
                 out.append((f.node_index, int(f.gpu or 0), k0, min(later, default=self.cfg.ticks)))
         return out
+
+
+def _node_of_column(series: list[tuple[str, dict[str, str]]]) -> NDArray[np.int64]:
+    """Each column's node for node-exporter columns, -1 for DCGM ones."""
+    return np.array(
+        [-1 if "Hostname" in lab else _node_index(lab["instance"]) for _, lab in series], dtype=np.int64
+    )
 
 
 def _node_index(instance: str) -> int:
