@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from prexid.detectors.base import Floats
 from prexid.detectors.fleet_null import DAY, FleetNull
+from prexid.detectors.fleet_null_stats import BUDGET_SUMS
 
 LEVELS = ("gpu", "node")
 
@@ -69,7 +70,7 @@ class AlertBudget(FleetNull):
         self.paged = np.zeros(2)
         self.node_seconds = 0.0
         self.thresholds = np.full(2, fire)
-        self.fitted = np.zeros(7)  # the (fleet's) sums of the last fit, for `null_rate`
+        self.fitted = np.zeros(BUDGET_SUMS)  # the (fleet's) sums of the last fit, for `null_rate`
 
     def _grow(self, grow: int) -> None:
         self.recent = np.vstack([self.recent, np.zeros((grow, self.config.persist_ticks))])
