@@ -16,6 +16,10 @@ and each level's threshold is the least T that keeps its rate within half the bu
 configured threshold (the calibration only ever makes a fleet quieter) and at most `max_fire`. Until the
 null holds `min_node_days` of exposure and `min_episodes` episodes the configured threshold stands.
 Everything is forgotten with `half_life_s` of event time, so a fleet that changes is followed.
+
+The null is a handful of sums (`stats`); the thresholds are fitted (`fit`) at each tick, before it is
+folded in, from the fleet's sums: this partition's alone, or every partition's added
+(`fleet_null_stats.merge`), so every shard of a fleet pages at the same thresholds however it is split.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from numpy.typing import NDArray
 
 from prexid.detectors.base import Floats
 from prexid.detectors.fleet_null import DAY, FleetNull
+from prexid.detectors.fleet_null_stats import BUDGET_SUMS
 
 LEVELS = ("gpu", "node")
 
@@ -65,6 +70,7 @@ class AlertBudget(FleetNull):
         self.paged = np.zeros(2)
         self.node_seconds = 0.0
         self.thresholds = np.full(2, fire)
+        self.fitted = np.zeros(BUDGET_SUMS)  # the (fleet's) sums of the last fit, for `null_rate`
 
     def _grow(self, grow: int) -> None:
         self.recent = np.vstack([self.recent, np.zeros((grow, self.config.persist_ticks))])
@@ -72,7 +78,8 @@ class AlertBudget(FleetNull):
         self.peak = np.r_[self.peak, np.zeros(grow)]
 
     def observe(self, tick: float, fused: Floats, is_gpu: NDArray[np.bool_]) -> Floats:
-        """Fold one tick's fused scores in; the firing threshold of each entity for this tick."""
+        """Fold one tick's fused scores in; the firing threshold of each entity for this tick (as last
+        `fit`, before the tick)."""
         cfg, n = self.config, len(fused)
         dt, fade = self._tick(tick, is_gpu)
         self.episodes *= fade
@@ -115,27 +122,37 @@ class AlertBudget(FleetNull):
         self.episodes += np.bincount(level[quiet], minlength=2)
         self.excess += np.bincount(level[quiet], peak[quiet] - cfg.tail_from, minlength=2)
         self.paged += np.bincount(level[paged], minlength=2)
-        self._calibrate()
 
-    def _calibrate(self) -> None:
+    def stats(self) -> Floats:
+        """This null's sufficient statistics (`fleet_null_stats.NullStats.budget`): episodes, excess and
+        pages per level, node-seconds."""
+        return np.asarray(np.r_[self.episodes, self.excess, self.paged, self.node_seconds], dtype=np.float64)
+
+    def fit(self, sums: Floats | None = None) -> None:
+        """The thresholds from the null's sums (`stats`; the fleet's, merged over partitions): the
+        configured threshold until they hold `min_node_days` and a level `min_episodes`."""
         cfg = self.config
-        node_days = self.node_seconds / DAY
+        self.fitted = self.stats() if sums is None else np.asarray(sums, dtype=np.float64)
+        episodes, excess, node_days = self.fitted[0:2], self.fitted[2:4], float(self.fitted[6]) / DAY
         if node_days < cfg.min_node_days:
+            self.thresholds = np.full(2, self.fire)
             return
-        rate = self.episodes / node_days  # episodes over `tail_from` per node-day, per level
-        scale = (self.excess + cfg.prior_excess) / (self.episodes + 1.0)
+        rate = episodes / node_days  # episodes over `tail_from` per node-day, per level
+        scale = (excess + cfg.prior_excess) / (episodes + 1.0)
         with np.errstate(divide="ignore"):
             need = cfg.tail_from + scale * np.log(np.maximum(rate / (cfg.pages_per_node_day / 2), 1.0))
-        ready = self.episodes >= cfg.min_episodes
+        ready = episodes >= cfg.min_episodes
         self.thresholds = np.where(ready, np.clip(need, self.fire, cfg.max_fire), self.fire)
 
     def null_rate(self) -> Floats:
-        """Per level, the false pages a node-day the null predicts at the current thresholds."""
+        """Per level, the false pages a node-day the (fleet's) null of the last fit predicts at the
+        current thresholds."""
         cfg = self.config
-        node_days = max(self.node_seconds / DAY, 1e-9)
-        scale = (self.excess + cfg.prior_excess) / (self.episodes + 1.0)
+        episodes, excess = self.fitted[0:2], self.fitted[2:4]
+        node_days = max(float(self.fitted[6]) / DAY, 1e-9)
+        scale = (excess + cfg.prior_excess) / (episodes + 1.0)
         over = np.exp(-(self.thresholds - cfg.tail_from) / scale)
-        return np.asarray(self.episodes / node_days * over, dtype=np.float64)
+        return np.asarray(episodes / node_days * over, dtype=np.float64)
 
     def realised_rate(self) -> Floats:
         """Per level, pages a node-day that no Xid followed within `confirm_s`: false pages at most (a

@@ -22,6 +22,10 @@ its own sustained episodes, booked only after `sustained_confirm_s` (a failing p
 lower its own family even for a moment), and lowered before its cap (`Fusion.fused`). Everything is
 forgotten with `half_life_s` of event time, so a fleet that changes is followed. All state is arrays
 over (entity, family, level).
+
+The null is its episode and exposure sums (`stats`); the shifts are fitted (`fit`) at each tick, before
+it is folded in, from the fleet's sums: this partition's alone, or every partition's added
+(`fleet_null_stats.merge`), so every shard of a fleet lowers a family alike however it is split.
 """
 
 from __future__ import annotations
@@ -126,7 +130,8 @@ class FamilyCalibration(FleetNull):
         `sustained` the cells on the hard-error path (`Fusion.sustained`).
 
         Episodes are booked as they open, so a fleet calibrates within its first hours: one that turns
-        out a failure's (an Xid on its node) or an alert's within `confirm_s` is taken back."""
+        out a failure's (an Xid on its node) or an alert's within `confirm_s` is taken back. The shifts
+        move at the next `fit`."""
         cfg, n = self.config, len(evidence)
         dt, fade = self._tick(tick, is_gpu)
         self.episodes *= fade
@@ -149,7 +154,6 @@ class FamilyCalibration(FleetNull):
         self.alerted_at[:n][alerting] = tick
         if sustained is not None:
             self._sustained(tick, np.where(sustained & watched, evidence, 0.0))
-        self._calibrate()
 
     def _sustained(self, tick: float, evidence: Floats) -> None:
         """Sustained episodes wait `sustained_confirm_s` and join the null unless their node had an Xid
@@ -179,18 +183,24 @@ class FamilyCalibration(FleetNull):
         weight = np.exp2(-(self.last_tick - gone[:, 3]) / self.config.half_life_s)
         np.add.at(self.episodes, (self.level_of[ent], fam, lev), -np.minimum(weight, 1.0))
         np.maximum(self.episodes, 0.0, out=self.episodes)
-        self._calibrate()
 
-    def _calibrate(self) -> None:
-        self.shift = self._excess(self.episodes)
-        self.sustained_shift = self._excess(self.sustained_episodes)
+    def stats(self) -> tuple[Floats, Floats, Floats]:
+        """This null's sufficient statistics (`fleet_null_stats.NullStats`): episodes per (level,
+        family, surprise level), entity-days per (level, family), sustained episodes."""
+        return self.episodes, self.exposure, self.sustained_episodes
 
-    def _excess(self, episodes: Floats) -> Floats:
+    def fit(self, sums: tuple[Floats, Floats, Floats] | None = None) -> None:
+        """The shifts from the null's sums (`stats`; the fleet's, merged over partitions)."""
+        episodes, exposure, sustained = self.stats() if sums is None else sums
+        self.shift = self._excess(episodes, exposure)
+        self.sustained_shift = self._excess(sustained, exposure)
+
+    def _excess(self, episodes: Floats, exposure: Floats) -> Floats:
         """log10 of the realised over the nominal rate, the largest over the levels, at least 0."""
         cfg = self.config
         prior = cfg.prior_entity_days * self.nominal
         low = np.maximum(episodes - cfg.sigmas * np.sqrt(episodes), 0.0)
-        excess = np.log10((low + prior) / (self.exposure[:, :, None] * self.nominal + prior))
+        excess = np.log10((low + prior) / (exposure[:, :, None] * self.nominal + prior))
         return np.asarray(np.clip(excess.max(axis=2), 0.0, cfg.max_shift), dtype=np.float64)
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:

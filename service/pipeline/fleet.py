@@ -9,7 +9,10 @@ pipeline raises the cluster alert; all of them hold their node pages for a fleet
 Node peer groups are the fleet's too: before a tick's samples are scored, each partition sketches its
 nodes' values (`Pipeline.peer_sketch`) and judges them with the other partitions' (`detectors/fleet_peers`).
 So is the error counters' fleet prior: when a partition's error counters refit it, they add the other
-partitions' sufficient statistics as of that refit time (`detectors/fleet_prior`) to their own.
+partitions' sufficient statistics as of that refit time (`detectors/fleet_prior`) to their own. And so
+are the false-alert budget's thresholds and the family calibration's shifts: at each tick, before it is
+folded in, every partition fits them from all partitions' null sums as of that tick
+(`detectors/fleet_null_stats`), in partition order, so every shard pages at the same thresholds.
 One pipeline is left alone (its groups and prior are already the fleet's), so N=1 is unchanged.
 
 In process, for `prexid replay --partitions N`; `prexid run` does it across replicas with the same
@@ -24,6 +27,7 @@ from functools import partial
 import numpy as np
 
 from prexid.detectors import fleet_prior
+from prexid.detectors.fleet_null_stats import NullStats
 from prexid.detectors.fleet_peers import PeerSketch, outside
 from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Summary, merge
@@ -48,12 +52,20 @@ class Fleet:
         if len(self.pipelines) > 1:
             for i, pipe in enumerate(self.pipelines):
                 pipe.fleet_prior = partial(self._prior, i)
+                pipe.fleet_null = partial(self._null, i)
 
     def _prior(self, partition: int, at: float) -> PriorStats:
         """The other partitions' error-counter statistics as of refit `at`, merged: each partition's
         pipeline then fits the fleet's prior, as one process holding every node does."""
         return fleet_prior.merge(
             [p.bank.error_counter.stats_at(at) for j, p in enumerate(self.pipelines) if j != partition]
+        )
+
+    def _null(self, partition: int, at: float, own: NullStats) -> NullStats:
+        """Every partition's null sums as of the refit at tick `at` (this one's: `own`), merged in
+        partition order: every partition fits the same thresholds and shifts from the same sum."""
+        return self.pipelines[partition].merge_nulls(
+            [own if j == partition else p.null_stats_at(at) for j, p in enumerate(self.pipelines)]
         )
 
     def advance(self, drain: bool = False) -> list[list[Alert]]:

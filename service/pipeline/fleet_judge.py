@@ -20,6 +20,11 @@ So is the error counters' fleet prior: when this partition's error counters refi
 with the other partitions' latest sufficient statistics from the board (`detectors/fleet_prior`),
 and the next record carries this partition's own.
 
+So are the false-alert budget's thresholds and the family calibration's shifts: at each tick `null`
+adds this partition's null sums to the other partitions' latest from the board, each faded to now
+(`detectors/fleet_null_stats`), and a record every `NULL_EVERY_S` of event time carries this
+partition's own (the sums move over hours: a few minutes' lag costs nothing, the bytes are kept low).
+
 The judge also writes this partition's own record for the topic (`outbox`), every `every_ticks`
 ticks, from what the tick left: the counts, and the nodes that score or vote.
 """
@@ -33,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prexid.detectors import fleet_prior
+from prexid.detectors.fleet_null_stats import NullStats
 from prexid.detectors.fleet_peers import Outside, PeerSketch, outside
 from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Summary, Verdict, merge
@@ -41,6 +47,7 @@ from prexid.service.pipeline.fleet_summary import NodeRow, PartitionSummary
 from prexid.service.pipeline.pipeline import Pipeline
 
 NAMES_EVERY = 40  # ticks between two records naming every node of the partition (10 min at 15 s)
+NULL_EVERY_S = 600.0  # event time between two records carrying the partition's null sums
 
 
 @dataclass
@@ -52,6 +59,7 @@ class FleetBoard:
     names: dict[int, tuple[tuple[str, tuple[int, ...]], ...]] = field(default_factory=dict)  # nodes, GPUs
     alerts: dict[int, tuple[dict[str, object], ...]] = field(default_factory=dict)  # firing, by partition
     priors: dict[int, PriorStats] = field(default_factory=dict)  # error-counter prior stats, latest
+    nulls: dict[int, NullStats] = field(default_factory=dict)  # budget and calibration null sums, latest
     verdict: dict[str, Any] | None = None  # the aggregator's last, from the verdicts topic
     unreadable: int = 0
 
@@ -71,12 +79,15 @@ class FleetBoard:
             self.alerts[s.partition] = s.alerts
         if s.prior is not None:
             self.priors[s.partition] = s.prior
+        if s.null is not None:
+            self.nulls[s.partition] = s.null
         newest = max(x.tick for x in self.latest.values())
         for p in [p for p, x in self.latest.items() if x.tick < newest - self.forget_s]:
             del self.latest[p]
             self.names.pop(p, None)
             self.alerts.pop(p, None)
             self.priors.pop(p, None)
+            self.nulls.pop(p, None)
 
     def peers(self, partition: int, tick: float, fresh_s: float) -> list[PeerSketch]:
         """The other partitions' node peer values no older than `fresh_s` at `tick` (the peer
@@ -129,6 +140,7 @@ class FleetJudge:
         self._summary: Summary | None = None
         self._sketch: PeerSketch | None = None
         self._prior_sent = -np.inf  # refit time of the last prior stats written
+        self._null_sent = -np.inf  # the `NULL_EVERY_S` period of the last null sums written
         self._voting_bits = np.zeros(0, dtype=np.int64)  # per entity: its voting families, a bit each
         self._shared_bits = 0
         self._alerts_sent: frozenset[str] | None = None
@@ -136,6 +148,7 @@ class FleetJudge:
         pipeline.judge = self
         pipeline.fleet_peers = self.peers
         pipeline.fleet_prior = self.prior
+        pipeline.fleet_null = self.null
         pipeline.tick_listeners.append(self.on_tick)
 
     def __call__(self, summary: Summary) -> Verdict:
@@ -175,6 +188,25 @@ class FleetJudge:
         self._prior_sent = shared.at
         return shared
 
+    def null(self, at: float, own: NullStats) -> NullStats:
+        """The fleet's null sums for the refit at tick `at`: this partition's (`own`) and the other
+        partitions' latest on the board, in partition order, each faded to the newest. A partition's of
+        another shape (another build's families or levels) is left out."""
+        others = {p: s for p, s in self.board.nulls.items() if p != self.partition and s.shape == own.shape}
+        parts = sorted({**others, self.partition: own}.items())
+        return self.pipeline.merge_nulls([s for _, s in parts])
+
+    def _new_null(self) -> NullStats | None:
+        """This partition's null sums, if a `NULL_EVERY_S` period began since the last record with them."""
+        own = self.pipeline.null_stats
+        if own is None or not np.isfinite(own[1].at):  # nothing folded in yet
+            return None
+        period = float(np.floor(own[0] / NULL_EVERY_S))
+        if period <= self._null_sent:
+            return None
+        self._null_sent = period
+        return own[1]
+
     def on_tick(self, tick: float, fused: NDArray[np.float64], _at_tick: NDArray[np.float64]) -> None:
         """After the tick: this partition's record, every `every_ticks` ticks."""
         self.ticks += 1
@@ -190,6 +222,7 @@ class FleetJudge:
                 self._changed_alerts(),
                 self._sketch if self._sketch is not None and self._sketch.tick == tick else None,
                 self._new_prior(),
+                self._new_null(),
             )
         )
 

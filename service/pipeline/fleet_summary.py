@@ -9,7 +9,10 @@ shard's firing alerts ride along only when they changed. The node values per nod
 (`detectors/fleet_peers.PeerSketch`, base64 of float32: 4 bytes a node and group, plus 9 a group)
 make node-vs-node peers the fleet's; after each refit of the error counters' prior (every 10 minutes of
 event time), its sufficient statistics (`detectors/fleet_prior.PriorStats`: nine sums per error-counter
-field and at most 16 typical sizes, base64 of float64) make that prior the fleet's. JSON (orjson) with
+field and at most 16 typical sizes, base64 of float64) make that prior the fleet's; every 10 minutes of
+event time, the false-alert budget's and the family calibration's null sums
+(`detectors/fleet_null_stats.NullStats`: at most 7 + 26 x 9 numbers, the nonzero ones as float64 behind
+a bit mask) make their thresholds and shifts the fleet's. JSON (orjson) with
 short keys: readable with kcat; ~340 bytes per partition-tick for the counts, ~20 more per node that moves
 (tests/unit/test_fleet_summary_size.py measures it against the metric bytes).
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from prexid.detectors.fleet_null_stats import NullStats
 from prexid.detectors.fleet_peers import PeerSketch
 from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Counts, Summary
@@ -58,6 +62,7 @@ class PartitionSummary:
     alerts: tuple[dict[str, Any], ...] | None = None  # its firing alerts (JSON), when they changed
     peers: PeerSketch | None = None  # its node values per node peer group (`detectors/fleet_peers`)
     prior: PriorStats | None = None  # its error counters' prior statistics, after a refit (`fleet_prior`)
+    null: NullStats | None = None  # its budget's and calibration's null sums (`fleet_null_stats`)
 
     @property
     def tick(self) -> float:
@@ -80,6 +85,8 @@ class PartitionSummary:
             doc["pp"] = self.peers.to_wire()
         if self.prior is not None:
             doc["ec"] = self.prior.to_wire()
+        if self.null is not None:
+            doc["fn"] = self.null.to_wire()
         return orjson.dumps(doc)
 
     @classmethod
@@ -104,7 +111,8 @@ class PartitionSummary:
             alerts = tuple(doc["alerts"]) if "alerts" in doc else None
             peers = PeerSketch.from_wire(counts.tick, str(doc["pp"])) if "pp" in doc else None
             prior = PriorStats.from_wire(str(doc["ec"])) if "ec" in doc else None
-            return cls(int(doc["p"]), counts, rows, names, alerts, peers, prior)
+            null = NullStats.from_wire(str(doc["fn"])) if "fn" in doc else None
+            return cls(int(doc["p"]), counts, rows, names, alerts, peers, prior, null)
         except SummaryError:
             raise
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:

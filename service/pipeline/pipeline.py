@@ -15,12 +15,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prexid.detectors import fleet_null_stats
 from prexid.detectors.alert_budget import AlertBudget, BudgetConfig
 from prexid.detectors.bank import DetectorBank, Evidence
 from prexid.detectors.base import Floats, Stored
 from prexid.detectors.cooling import is_temperature
 from prexid.detectors.fail_slow import is_heat, is_work_rate, work_done_kind
 from prexid.detectors.family_calibration import CalibrationConfig, FamilyCalibration
+from prexid.detectors.fleet_null_stats import NullStats
 from prexid.detectors.fleet_peers import Outside, PeerSketch
 from prexid.detectors.fleet_prior import PriorStats
 from prexid.detectors.fleet_vote import Summary, Verdict
@@ -121,6 +123,10 @@ class Pipeline:
         # the error counters' fleet prior: None, fitted on this pipeline's series alone; or the fleet's,
         # the other partitions' statistics for a refit time (`fleet.Fleet`, `fleet_judge.FleetJudge.prior`)
         self.fleet_prior: Callable[[float], PriorStats | None] | None = None
+        # the budget's and the calibration's null: None, this pipeline's entities alone; or the fleet's,
+        # every partition's statistics for a tick, this one's given (`fleet.Fleet`, `FleetJudge.null`)
+        self.fleet_null: Callable[[float, NullStats], NullStats] | None = None
+        self.null_stats: tuple[float, NullStats] | None = None  # own, as taken at the last refit (tick)
         self._released = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # by `release`
         self._start, self._released_to = 0, -np.inf  # first not yet scored; event time released to
         self.samples_seen = 0
@@ -499,7 +505,50 @@ class Pipeline:
             fam,
         )
 
+    def own_null_stats(self) -> NullStats:
+        """The budget's and the calibration's sums as they stand (`detectors/fleet_null_stats`)."""
+        budget, calibration = self.budget, self.calibration
+        clock = budget if budget is not None else calibration
+        return NullStats.of(
+            -np.inf if clock is None else clock.last_tick,
+            None if budget is None else budget.stats(),
+            None if calibration is None else calibration.stats(),
+        )
+
+    def null_stats_at(self, at: float) -> NullStats:
+        """The null's sums as of the refit at tick `at`, for another partition's fit: those taken at this
+        pipeline's own refit there (or a later one), else its sums now (it has not reached `at`)."""
+        own = self.null_stats
+        return own[1] if own is not None and own[0] >= at else self.own_null_stats()
+
+    def merge_nulls(self, parts: Sequence[NullStats]) -> NullStats:
+        """Partitions' null sums added, each faded by its null's half-life to the newest one's time."""
+        budget = self.budget.config.half_life_s if self.budget is not None else 1.0
+        calibration = self.calibration.config.half_life_s if self.calibration is not None else 1.0
+        return fleet_null_stats.merge(parts, budget, calibration)
+
+    def _refit_nulls(self, tick: float) -> None:
+        """Before a tick is folded in, the budget's thresholds and the calibration's shifts from the
+        fleet's null: this pipeline's sums alone, or every partition's (`fleet_null`), so shards agree."""
+        budget, calibration = self.budget, self.calibration
+        if budget is None and calibration is None:
+            return
+        if self.fleet_null is None:
+            if budget is not None:
+                budget.fit()
+            if calibration is not None:
+                calibration.fit()
+            return
+        own = self.own_null_stats()
+        self.null_stats = (tick, own)
+        fleet = self.fleet_null(tick, own)
+        if budget is not None:
+            budget.fit(fleet.budget)
+        if calibration is not None:
+            calibration.fit((fleet.episodes, fleet.exposure, fleet.sustained))
+
     def _evaluate(self, tick: float, verdict: Verdict) -> list[Alert]:
+        self._refit_nulls(tick)
         fusion, calibration = self.fusion, self.calibration
         is_gpu = fusion.parent >= 0
         shift = None if calibration is None else calibration.per_entity(is_gpu)

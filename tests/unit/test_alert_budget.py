@@ -28,6 +28,7 @@ def _run(
             fused[(t // every) % gpus] = peaks[k % len(peaks)]
         elif phase == 6:
             k += 1
+        budget.fit()  # as the pipeline does before each tick
         out.append(float(budget.observe(t * STEP, fused, is_gpu)[0]))
     return out
 
@@ -66,6 +67,7 @@ def _run_hour(budget: AlertBudget, peaks: NDArray[np.float64], hour: int) -> Non
         fused = np.zeros(18)
         if t % 40 < 6:
             fused[(t // 40) % 16] = peaks[(t // 40) % len(peaks)]
+        budget.fit()
         budget.observe(t * STEP, fused, is_gpu)
 
 

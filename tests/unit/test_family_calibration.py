@@ -43,7 +43,9 @@ class Fleet:
         quiet = np.zeros(GPUS, dtype=bool) if alerting is None else alerting
         for i in range(int(hours * 240)):
             t = start + i * STEP
+            cal.fit()  # as the pipeline does before each tick
             cal.observe(t, self.evidence(t), self.present, self.is_gpu, quiet)
+        cal.fit()
 
 
 def test_a_family_burstier_than_its_p_values_is_lowered_and_a_clean_one_is_not() -> None:
@@ -73,6 +75,7 @@ def test_episodes_of_gpus_whose_node_had_an_xid_are_not_the_null() -> None:
     for hour in range(12):  # every GPU's node has an Xid each hour: every episode is a failure's
         fleet.run(cal, hours=1, start=hour * 3600.0)
         cal.failed(np.arange(GPUS, dtype=np.int64), hour * 3600.0 + 3599.0)
+        cal.fit()  # the next tick's
         assert cal.episodes.sum() == pytest.approx(0.0, abs=1e-9)
     assert cal.shift[0, BURSTY] == 0.0
 
@@ -158,7 +161,9 @@ class Ramps(Fleet):
             ev, sus = self.evidence(t), self.sustained.copy()
             if (g := self.ramp(t)) is not None:
                 ev[g, BURSTY], sus[g, BURSTY] = 8.0, True
+            cal.fit()
             cal.observe(t, ev, self.present, self.is_gpu, quiet, sus)
+        cal.fit()
 
 
 def test_a_family_whose_healthy_gpus_ramp_often_has_its_hard_error_path_lowered() -> None:
@@ -174,5 +179,6 @@ def test_a_failing_gpu_s_ramp_is_never_the_null_of_the_hard_error_path() -> None
     for hour in range(24):  # each ramping GPU's node has an Xid within the hour: every ramp a failure's
         fleet.run(cal, hours=1, start=hour * 3600.0)
         cal.failed(np.arange(GPUS, dtype=np.int64), hour * 3600.0 + 3599.0)
+        cal.fit()
         assert (cal.sustained_shift == 0.0).all()
     assert cal.sustained_episodes.sum() == 0.0
