@@ -16,7 +16,13 @@ its episode is so far:
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
-p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
+p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at, once the episode has a
+second burst. One burst is one event however many errors it booked (a link retrain replays hundreds of
+packets at once, a scrub pass finds a row's errors together): it is as rare as an episode starting at
+all. Judging its errors against the fleet's typical episode made a clean part's first jump of thirty
+replays p 1e-12 in a fleet that had seen none yet; an episode that rare is never learned, so every later
+jump of that part, and of the fleet (its sizes learned from episodes learned), stayed as rare, and a
+leaky link paged three times in an afternoon.
 
 Episodes less than about an hour apart form a run (a count of episodes begun, decaying with
 `run_half_life_s`; the run is over when it falls below `RUN_OVER`). While a run is under `young_run_s`
@@ -320,8 +326,14 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             chained = np.exp(rate * self.gap_s)  # mean of the geometric with that continuation
             mean_bursts = np.maximum((w * fleet_bursts + bursts_h) / (w + episodes_h), chained)
             mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
-            p_size = np.minimum(
-                geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
+            # one burst is one event however many errors it booked (a link retrain replays hundreds of
+            # packets at once, a scrub pass finds a row's errors together): its size says nothing yet
+            p_size = np.where(
+                cur_b[new] > 1,
+                np.minimum(
+                    geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
+                ),
+                1.0,
             )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
             p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)
