@@ -16,7 +16,13 @@ its episode is so far:
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does).
 
-p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
+p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at, once the episode has a
+second burst. One burst is one event however many errors it booked (a link retrain replays hundreds of
+packets at once, a scrub pass finds a row's errors together): it is as rare as an episode starting at
+all. Judging its errors against the fleet's typical episode made a clean part's first jump of thirty
+replays p 1e-12 in a fleet that had seen none yet; an episode that rare is never learned, so every later
+jump of that part, and of the fleet (its sizes learned from episodes learned), stayed as rare, and a
+leaky link paged three times in an afternoon.
 
 Episodes less than about an hour apart form a run (a count of episodes begun, decaying with
 `run_half_life_s`; the run is over when it falls below `RUN_OVER`). While a run is under `young_run_s`
@@ -153,19 +159,21 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         if keys is not None:
             self.prior.keys = keys.astype(np.int64)
 
-    def _field_keys(self, n: int) -> Ids:
-        """Fleet keys of fields 0..n-1 (a field declared without one: its id)."""
+    def _field_keys(self) -> Ids:
+        """Fleet keys of every field a series is declared in (a field declared without one: its id)."""
+        field = self.state["field"]
+        n = int(field.max()) + 1 if len(field) else 0
         keys = self.prior.keys
         return keys[:n] if len(keys) >= n else np.r_[keys, np.arange(len(keys), n, dtype=np.int64)]
 
-    def refit_point(self, t: float) -> float:
-        """The last refit time before event time `t`: refits fall on multiples of `refit_every_s`, so
+    def refit_points(self, ts: Floats) -> Floats:
+        """The last refit time before each event time: refits fall on multiples of `refit_every_s`, so
         every partition refits at the same event times, whatever its samples' times."""
-        return float(np.ceil(t / self.refit_every_s) * self.refit_every_s - self.refit_every_s)
+        return np.asarray(np.ceil(ts / self.refit_every_s) * self.refit_every_s - self.refit_every_s)
 
     def due(self, t: float) -> float | None:
         """The refit a sample at `t` would bring about first (None: none)."""
-        at = self.refit_point(t)
+        at = float(self.refit_points(np.array([t]))[0])
         return at if at > self.prior.fitted_at else None
 
     def stats(self, at: float) -> PriorStats:
@@ -180,7 +188,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         """
         st = self.state
         field = st["field"].astype(np.int64)
-        keys = self._field_keys(int(field.max()) + 1 if len(field) else 0)
+        keys = self._field_keys()
         key = np.where(field >= 0, keys[np.maximum(field, 0)] if len(keys) else -1, -1)
         with np.errstate(invalid="ignore"):
             running = (st["cur_start"] <= self.prior.started + self.warmup_s).astype(np.float64)
@@ -212,8 +220,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             self.prior.started = min(self.prior.started, self.outside.started)
         self.own_stats = self.stats(at)
         fleet = self.own_stats if self.outside is None else merge([self.own_stats, self.outside])
-        field = self.state["field"]
-        self.prior.fit(fleet, self._field_keys(int(field.max()) + 1 if len(field) else 0))
+        self.prior.fit(fleet, self._field_keys())
         self.prior.fitted_at = at
 
     def update(self, ids: Ids, ts: Floats, values: Floats) -> Floats:
@@ -225,7 +232,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         if np.isfinite(first):  # warm-up from the first sample's refit period (every partition's the same)
             period = np.floor(first / self.refit_every_s) * self.refit_every_s
             self.prior.started = min(self.prior.started, float(period))
-        at = np.ceil(ts / self.refit_every_s) * self.refit_every_s - self.refit_every_s
+        at = self.refit_points(ts)
         if not (at > self.prior.fitted_at).any():
             return by_rounds(self._update_round, ids, ts, values)
         p = np.ones(len(ids), dtype=np.float64)
@@ -320,8 +327,14 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             chained = np.exp(rate * self.gap_s)  # mean of the geometric with that continuation
             mean_bursts = np.maximum((w * fleet_bursts + bursts_h) / (w + episodes_h), chained)
             mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
-            p_size = np.minimum(
-                geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
+            # one burst is one event however many errors it booked (a link retrain replays hundreds of
+            # packets at once, a scrub pass finds a row's errors together): its size says nothing yet
+            p_size = np.where(
+                cur_b[new] > 1,
+                np.minimum(
+                    geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
+                ),
+                1.0,
             )
             floor = P_FLOOR if self.prior.warm(self.warmup_s) else self.warm_floor
             p[new] = np.clip(2.0 * p_start * p_size, floor, 1.0)

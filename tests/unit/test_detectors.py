@@ -63,8 +63,22 @@ def test_error_counter_learns_the_bursts_of_a_leaky_part_but_not_a_faster_pace()
     assert p[n + 10, 0] > 0.01
     ramp = p[n + 4 : n + 40 : 4, 1]
     assert ramp[0] > 0.01 and ramp[-1] < 1e-5
-    clean = scores(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0]])[:, None])
-    assert clean[-1, 0] < 1e-9  # a clean part's first burst of eight
+    clean = scores(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0, 0.0, 0.0, 0.0, 8.0]])[:, None])
+    assert 1e-6 < clean[-5, 0] < 1e-3  # a clean part's first burst of eight: one event, a vote
+    assert clean[-1, 0] < 1e-9  # ... and eight more a minute later: an episode growing
+
+
+def test_error_counter_one_burst_is_one_event_however_many_errors_it_booked() -> None:
+    """wide-s70: a clean NVLink link books 30 replays in one scrape in a fleet that has seen no episode
+    yet (p 1e-12 against its typical episode of 1.25 errors, so never learned: every later burst of the
+    part, and of its fleet, was as rare, and three of them paged). One burst is one event: it is as rare
+    as an episode starting at all, learned, and the part's next single bursts are ordinary."""
+    steps = _fleet(leaky=[], episode=(1,), hours=8)
+    bursts = list(range(400, 1900, 120))  # every half hour, 17 to 90 replays at once
+    steps[bursts, 9] = np.linspace(17, 90, len(bursts)).round()
+    p = _fleet_scores(steps)
+    assert p[bursts[0], 9] > 1e-6  # a vote at most
+    assert p[bursts[-4:], 9].min() > 1e-2  # learned: its habit
 
 
 def _fleet(leaky: list[int], episode: tuple[int, ...], hours: float, n: int = 64) -> NDArray[np.float64]:
@@ -263,7 +277,9 @@ def test_bank_routes_each_kind_to_its_detector_and_ignores_unknown_series() -> N
         ev = bank.update(np.array([0, 1, 2, 5000]), np.full(4, t * STEP), np.array([1.0, 0.0, 9e9 * t, 1.0]))
     assert ev.p[2] == 1.0 and ev.p[3] == 1.0
     ev = bank.update(np.array([0, 1]), np.full(2, 41 * STEP), np.array([1.0, 50.0]))
-    assert ev.p[1] < 1e-8 and ev.p[0] == 1.0
+    assert ev.p[1] < 1e-2 and ev.p[0] == 1.0  # one burst: one event
+    ev = bank.update(np.array([0, 1]), np.full(2, 42 * STEP), np.array([1.0, 100.0]))
+    assert ev.p[1] < 1e-8 and ev.p[0] == 1.0  # a second one on the next scrape: an episode growing
 
 
 def test_a_repeated_counter_reading_is_a_cached_scrape_but_a_counter_that_stays_put_has_stopped() -> None:
