@@ -14,7 +14,11 @@ its episode is so far:
   clean parts, is not;
 - that it has grown this large: bursts per episode and errors per episode are geometric with means
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
-  bursts of five does not page for the next five; a fleet whose episodes are single errors does).
+  bursts of five does not page for the next five; a fleet whose episodes are single errors does). The
+  fleet's bursts are its clustering beyond what each part's own pace strings together by chance
+  (`excess`, `chaining`), times the judged part's own chaining: leaky parts' Poisson drips minutes
+  apart make most of a fleet's episodes two bursts long, which says nothing of a clean part's SBEs
+  minutes apart (wide-s19's xid63 precursor: each burst was only 3x rarer than the last).
 
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at.
 
