@@ -14,7 +14,11 @@ its episode is so far:
   clean parts, is not;
 - that it has grown this large: bursts per episode and errors per episode are geometric with means
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
-  bursts of five does not page for the next five; a fleet whose episodes are single errors does).
+  bursts of five does not page for the next five; a fleet whose episodes are single errors does). The
+  fleet's bursts are its clustering beyond what each part's own pace strings together by chance
+  (`excess`, `chaining`), times the judged part's own chaining: leaky parts' Poisson drips minutes
+  apart make most of a fleet's episodes two bursts long, which says nothing of a clean part's SBEs
+  minutes apart (wide-s19's xid63 precursor: each burst was only 3x rarer than the last).
 
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at, once the episode has a
 second burst. One burst is one event however many errors it booked (a link retrain replays hundreds of
@@ -64,6 +68,7 @@ scrape's worth missed is cheaper than paging every reset that lands on a nonzero
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import lambertw
 
 from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, by_rounds
 from prexid.detectors.fleet_prior import FleetPrior, PriorStats, merge
@@ -198,10 +203,28 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             key,
             st["episodes"],
             st["exposure"],
-            st["bursts"],
+            self.excess(st["episodes"], st["bursts"], st["exposure"]),
             st["errors"],
             (running, st["cur_bursts"], st["cur_errors"]),
         )
+
+    def excess(self, episodes: Floats, bursts: Floats, exposure: Floats) -> Floats:
+        """Each part's bursts beyond what its own pace strings together (`chaining`), at least one an
+        episode: what the fleet's episode sizes say of clustering (a PCIe retrain's replays on a few
+        scrapes in a row), not of how often its leaky parts tick."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(exposure > 0, episodes / np.where(exposure > 0, exposure, 1.0), 0.0)
+        return np.maximum(bursts / self.chaining(rate), episodes)
+
+    def chaining(self, rate: Floats) -> Floats:
+        """Mean bursts an episode that Poisson bursts beginning episodes at this `rate` string together
+        by chance: bursts at pace m chain while the next comes within `gap_s` (a geometric of mean
+        exp(m gap_s)) and begin episodes at rate m exp(-m gap_s); solved for m (Lambert W), the mean is
+        m / rate. Judged by episode starts, not bursts: a clustered part's bursts a few scrapes apart
+        are not taken for a fast pace. Past 1/e episodes a gap (the most Poisson bursts begin), e."""
+        y = np.minimum(rate * self.gap_s, np.exp(-1.0) * (1.0 - 1e-9))
+        m = -np.real(lambertw(-y))
+        return np.asarray(np.where(y > 0, m / np.where(y > 0, y, 1.0), 1.0), dtype=np.float64)
 
     def stats_at(self, at: float) -> PriorStats:
         """The statistics as of refit `at`, for another partition's fit: those taken at this detector's
@@ -321,11 +344,12 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             rate = (alpha + episodes_h) / (beta + exposure[new])
             p_start = -np.expm1(-rate * self.window_s)
             w = self.fleet_weight
-            # at least the bursts the part's own pace strings together by chance: episodes arriving at
-            # `rate` begin within `gap_s` of a burst with probability 1 - exp(-rate gap_s), so a leaky
-            # part's Poisson episodes minutes apart are one long episode no rarer than that
-            chained = np.exp(rate * self.gap_s)  # mean of the geometric with that continuation
-            mean_bursts = np.maximum((w * fleet_bursts + bursts_h) / (w + episodes_h), chained)
+            # at least the bursts the part's own pace strings together by chance (a leaky part's Poisson
+            # drips minutes apart are one long episode no rarer than that), and the fleet's clustering
+            # beyond its parts' own paces times that: a clean part's bursts minutes apart are not
+            # judged by the chaining of the leaky parts that make up most of its fleet's episodes
+            chained = self.chaining(rate)
+            mean_bursts = np.maximum((w * fleet_bursts * chained + bursts_h) / (w + episodes_h), chained)
             mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
             # one burst is one event however many errors it booked (a link retrain replays hundreds of
             # packets at once, a scrub pass finds a row's errors together): its size says nothing yet

@@ -51,10 +51,11 @@ def field_key(name: str) -> int:
 class PriorStats:
     """One partition's (or a merged fleet's) sufficient statistics per field, fields in key order.
 
-    `sizes`: per field, its parts' mean bursts and errors an episode (columns 0, 1) for parts with an
-    episode over, or, where it has none, the running warm-up episodes' bursts and errors so far; sorted
-    per column, CSR by `starts`. `stand_for` is how many parts each field's sizes stand for (more than
-    are stored when capped at `CAP`)."""
+    `sizes`: per field, its parts' mean bursts (beyond their own pace's chaining: the caller's
+    `bursts`) and errors an episode (columns 0, 1) for parts with an episode over, or, where it has
+    none, the running warm-up episodes' bursts and errors so far; sorted per column, CSR by `starts`.
+    `stand_for` is how many parts each field's sizes stand for (more than are stored when capped at
+    `CAP`)."""
 
     at: float  # event time the stats are as of (the refit they were taken for)
     started: float  # the first error-counter sample's refit period (warm-up), the earliest seen

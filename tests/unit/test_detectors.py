@@ -224,6 +224,36 @@ def test_error_counter_a_leaky_parts_episodes_strung_together_by_chance_are_not_
     assert p[chain, 20].min() < 1e-10
 
 
+def test_error_counter_a_clean_parts_bursts_are_not_judged_by_its_leaky_parts_chaining() -> None:
+    """wide-s19 node-04 GPU 4 (an xid63's precursor): a clean part books twelve SBEs over 18 minutes, in a
+    fleet whose episodes over are mostly six leaky parts' Poisson drips, four an hour, which string
+    together two bursts an episode at their pace. Judged by the fleet's two bursts an episode, each burst
+    was only ~2x rarer (4e-7 at the twelfth: never a page); judged by its own pace's chaining times the
+    fleet's clustering beyond its parts' paces (none here), the ramp is page-strength by its tenth. The
+    leaky parts' drips, strung together at their own pace, stay ordinary once their pace is learned."""
+    rng = np.random.default_rng(7)
+    steps = np.zeros((12 * 240, 64))
+    steps[:, 1:7] = rng.random((12 * 240, 6)) < 1 / 60
+    ramp = 2400 + np.array([0, 29, 41, 49, 50, 55, 67, 68, 69, 70, 71, 73])  # its SBEs' scrapes
+    steps[ramp, 10] = 1
+    p = _fleet_scores(steps)
+    assert p[ramp[:7], 10].min() < 1e-7
+    assert p[ramp, 10].min() < 1e-10
+    assert p[480:, 1:7].min() > 1e-6  # after two hours
+
+
+@pytest.mark.parametrize("per_hour", [0.5, 2.0, 4.0])
+def test_error_counter_chaining_is_the_mean_episode_of_poisson_bursts_at_that_episode_rate(
+    per_hour: float,
+) -> None:
+    """Poisson bursts cut into episodes at `gap_s`: the episodes' rate alone gives their mean bursts."""
+    det = ErrorCounterSurprise()
+    times = np.cumsum(np.random.default_rng(3).exponential(3600.0 / per_hour, 200_000))
+    starts = np.r_[True, np.diff(times) > det.gap_s]
+    rate = starts.sum() / times[-1]
+    assert det.chaining(np.array([rate]))[0] == pytest.approx(len(times) / starts.sum(), rel=0.02)
+
+
 def test_counter_rate_scores_rates_not_levels() -> None:
     rate = np.full((200, 1), 1e6) + np.tile([[0.0], [1e4]], (100, 1))
     rate[180:] *= 5
