@@ -34,7 +34,7 @@ from prexid.detectors.base import (
 )
 
 CAP = 16  # typical episode sizes kept per field and partition (order statistics beyond); <= 255
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # v2: a part's bursts an episode are its excess over its own chaining (h22g)
 _DAY = 86400.0
 # per field: series watched, parts with an episode over, parts with a warm-up episode running, exposure,
 # exposure squared, episodes (decayed), episodes^2 / exposure, and the same two with running ones added

@@ -88,7 +88,7 @@ def test_prior_stats_survive_the_wire_and_a_capped_partition_merges_to_nearly_it
     "mangle",
     [
         lambda w: w[:-8],  # truncated
-        lambda w: "AgAAAAA" + w[7:],  # another version
+        lambda w: "AQAAAAA" + w[7:],  # another version (v1: bursts an episode, not their excess)
         lambda w: w + "!",  # not base64
     ],
 )
