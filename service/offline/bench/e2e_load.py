@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 from prometheus_client.parser import text_string_to_metric_families
+from rich.progress import Progress, TaskID
 
 from prexid.service.pipeline.series_registry import node_of
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
@@ -191,13 +192,7 @@ class Replica:
             text = (await client.get(f"http://127.0.0.1:{self.port}/metrics")).text
         except httpx.TransportError:
             return 0.0
-        return sum(
-            s.value
-            for family in text_string_to_metric_families(text)
-            if family.name == "prexid_messages"
-            for s in family.samples
-            if s.name == "prexid_messages_total"
-        )
+        return messages_total(text)
 
 
 async def start_replicas(env: dict[str, str], n: int) -> list[Replica]:
@@ -247,3 +242,33 @@ async def group_size(admin: AIOKafkaAdminClient, group: str) -> int:
         return 0
     _, _, state, _, _, members, *_ = response.groups[0]
     return len(members) if state == "Stable" else 0
+
+
+def messages_total(text: str) -> float:
+    """Records a replica has read (`prexid_messages_total`, both streams) in its `/metrics` text."""
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "prexid_messages"
+        for s in family.samples
+        if s.name == "prexid_messages_total"
+    )
+
+
+async def produce_backlog(
+    bootstrap: str,
+    topics: dict[str, str],
+    shape: tuple[int, int, int, int],
+    progress: Progress,
+    step: TaskID,
+) -> tuple[list[Tick], dict[str, Any]]:
+    """A backlog on fresh `topics` for the Kafka benches: `shape` is (clusters, nodes each, ticks,
+    partitions). Returns the traffic and the figures a report names (records, GPUs, nodes)."""
+    clusters, nodes, ticks, partitions = shape
+    progress.update(step, advance=1, description="making traffic")
+    sent = traffic(clusters, ticks * 15.0, nodes)
+    total = sum(len(t.metrics) + len(t.logs) for t in sent)
+    await create_topics(bootstrap, list(topics.values()), partitions)
+    progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
+    await produce(bootstrap, topics["metrics"], topics["logs"], sent, partitions)
+    return sent, {"records": total, "gpus": clusters * nodes * 8, "nodes": clusters * nodes}

@@ -32,7 +32,6 @@ import httpx
 import numpy as np
 import orjson
 from aiokafka.admin import AIOKafkaAdminClient
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -72,16 +71,6 @@ class Progressed:
     read: list[float] = field(default_factory=list)
 
 
-def messages_total(text: str) -> float:
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "prexid_messages"
-        for s in family.samples
-        if s.name == "prexid_messages_total"
-    )
-
-
 async def ask(
     client: httpx.AsyncClient, url: str, pause_s: float, out: Samples, progressed: Progressed | None
 ) -> None:
@@ -99,7 +88,7 @@ async def ask(
         if progressed is not None and resp is not None and resp.status_code == 200:
             progressed.sent.append(sent)
             progressed.at.append(time.monotonic())
-            progressed.read.append(messages_total(resp.text))
+            progressed.read.append(load.messages_total(resp.text))
         await asyncio.sleep(pause_s)
 
 
@@ -171,14 +160,11 @@ async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progres
     results: dict[str, Any] = {"rounds": []}
     try:
         bootstrap = broker.start()
-        progress.update(step, advance=1, description="making traffic")
-        ticks = load.traffic(CLUSTERS, TICKS * 15.0, nodes)
-        total = sum(len(t.metrics) + len(t.logs) for t in ticks)
-        results |= {"records": total, "gpus": CLUSTERS * nodes * 8, "nodes": CLUSTERS * nodes}
         topics = topics_for(uuid.uuid4().hex[:8])
-        await load.create_topics(bootstrap, list(topics.values()), PARTITIONS)
-        progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
-        await load.produce(bootstrap, topics["metrics"], topics["logs"], ticks, PARTITIONS)
+        shape = (CLUSTERS, nodes, TICKS, PARTITIONS)
+        _, figures = await load.produce_backlog(bootstrap, topics, shape, progress, step)
+        results |= figures
+        total = figures["records"]
         for i in range(repeats):
             progress.update(step, advance=1, description=f"round {i + 1} of {repeats}")
             results["rounds"].append(await one_round(bootstrap, topics, total))

@@ -223,14 +223,12 @@ async def run(bootstrap: str | None, nodes: int, progress: Progress) -> dict[str
     results: dict[str, Any] = {mode: [] for mode in MODES}
     try:
         bootstrap = broker.start()
-        progress.update(step, advance=1, description="making traffic")
-        ticks = load.traffic(CLUSTERS, TICKS * 15.0, nodes)
-        total = sum(len(t.metrics) + len(t.logs) for t in ticks)
-        results |= {"records": total, "gpus": CLUSTERS * nodes * 8, "nodes": CLUSTERS * nodes}
         topics = topics_for(uuid.uuid4().hex[:8])
-        await load.create_topics(bootstrap, list(topics.values()), PARTITIONS)
-        progress.update(step, advance=1, description=f"producing a backlog of {total:,} records")
-        await load.produce(bootstrap, topics["metrics"], topics["logs"], ticks, PARTITIONS)
+        ticks, figures = await load.produce_backlog(
+            bootstrap, topics, (CLUSTERS, nodes, TICKS, PARTITIONS), progress, step
+        )
+        results |= figures
+        total = figures["records"]
         # neighbours in time: the machine drifts over minutes, so each round compares its own runs
         for i in range(REPEATS):
             for mode in MODES:
