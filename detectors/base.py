@@ -7,6 +7,7 @@ only ever sees these probabilities, so detectors with different raw scales are c
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -437,3 +438,16 @@ def unpack_arrays(data: Stored) -> dict[str, NDArray[np.generic]]:
     if len(keys) != len(blobs):
         raise ValueError("array names and arrays do not match")
     return {k: load_array(b) for k, b in zip(keys, blobs, strict=True)}
+
+
+def read_versioned(text: str, head: np.dtype[np.void], version: int, what: str) -> tuple[bytes, np.void]:
+    """The bytes of a versioned base64 wire record (fleet statistics on the summaries topic) and its
+    head, read as `head` (whose first field is `version`); ValueError if it is not base64, shorter than
+    its head, or of another version."""
+    raw = base64.b64decode(text, validate=True)
+    if len(raw) < head.itemsize:
+        raise ValueError(f"{what} too short")
+    fields = np.frombuffer(raw[: head.itemsize], dtype=head)[0]
+    if int(fields["version"]) != version:
+        raise ValueError(f"{what} v{int(fields['version'])}, this prexid reads v{version}")
+    return raw, fields

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prexid.detectors.base import Floats
+from prexid.detectors.base import Floats, read_versioned
 
 WIRE_VERSION = 1
 BUDGET_SUMS = 7  # episodes (gpu, node), their excess (gpu, node), pages (gpu, node), node-seconds
@@ -92,12 +92,7 @@ class NullStats:
     @classmethod
     def from_wire(cls, text: str) -> NullStats:
         """`to_wire` read back; ValueError on anything else (another version, truncated, impossible)."""
-        raw = base64.b64decode(text, validate=True)
-        if len(raw) < _HEAD.itemsize:
-            raise ValueError("fleet null stats too short")
-        head = np.frombuffer(raw[: _HEAD.itemsize], dtype=_HEAD)[0]
-        if int(head["version"]) != WIRE_VERSION:
-            raise ValueError(f"fleet null stats v{int(head['version'])}, this prexid reads v{WIRE_VERSION}")
+        raw, head = read_versioned(text, _HEAD, WIRE_VERSION, "fleet null stats")
         f, k = int(head["families"]), int(head["levels"])
         if (f == 0) != (k == 0):
             raise ValueError("fleet null stats of families without levels")

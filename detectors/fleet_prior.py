@@ -30,6 +30,7 @@ from prexid.detectors.base import (
     Stored,
     order_statistics,
     pack_arrays,
+    read_versioned,
     unpack_arrays,
 )
 
@@ -156,13 +157,7 @@ class PriorStats:
     @classmethod
     def from_wire(cls, text: str) -> PriorStats:
         """`to_wire` read back; ValueError on anything else (another version, truncated, impossible)."""
-        raw = base64.b64decode(text, validate=True)
-        if len(raw) < _HEAD.itemsize:
-            raise ValueError("error-counter prior stats too short")
-        head = np.frombuffer(raw[: _HEAD.itemsize], dtype=_HEAD)[0]
-        if int(head["version"]) != WIRE_VERSION:
-            version = int(head["version"])
-            raise ValueError(f"error-counter prior stats v{version}, this prexid reads v{WIRE_VERSION}")
+        raw, head = read_versioned(text, _HEAD, WIRE_VERSION, "error-counter prior stats")
         k, at = int(head["fields"]), _HEAD.itemsize
         width = 4 * k + 8 * k * len(SUMS) + k
         if len(raw) < at + width:
