@@ -138,11 +138,39 @@ def _node_days(args: argparse.Namespace) -> float:
     return float(args.nodes * args.hours / 24.0)
 
 
-def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
+def _score_cell(cell: Cell, d: Path, args: argparse.Namespace) -> list[scoring.Score]:
+    """Score a cell from the files it keeps (labels and every system's alerts), and cache the scores."""
+    days = args.hours / 24.0
+    labels = load_labels(d / "data" / "labels.jsonl")
+    systems = {
+        "prexid": d / "alerts.jsonl",
+        **{p.stem.removeprefix("alerts-"): p for p in sorted(d.glob("alerts-*.jsonl"))},
+    }
+    scores = [
+        scoring.score(cell.id, cell.set, name, load_detections(path), labels, days, args.nodes)
+        for name, path in systems.items()
+    ]
+    scoring.write(scores, d / "score.jsonl")
+    return scores
+
+
+def cached_scores(cell: Cell, args: argparse.Namespace) -> list[scoring.Score] | None:
+    """A finished cell's scores (None if it has none); rows from before the counts were kept are
+    scored again from the cell's kept files, so old runs pool too."""
     d: Path = args.out / cell.id
     cached = d / "score.jsonl"
-    if cached.exists():
-        return scoring.read(cached, _node_days(args))
+    if not cached.exists():
+        return None
+    scores = scoring.read(cached, _node_days(args))
+    if all(s.counted for s in scores) or not (d / "data" / "labels.jsonl").exists():
+        return scores
+    return _score_cell(cell, d, args)
+
+
+def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
+    d: Path = args.out / cell.id
+    if (cached := cached_scores(cell, args)) is not None:
+        return cached
     d.mkdir(parents=True, exist_ok=True)
     days = args.hours / 24.0
     size = ["--nodes", str(args.nodes), "--gpus", str(args.gpus), "--days", f"{days:g}"]
@@ -173,16 +201,7 @@ def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
             done = subprocess.run([*_prexid(), *step], stdout=log, stderr=subprocess.STDOUT, check=False)
             if done.returncode != 0:
                 raise CellFailed(f"{cell.id}: `prexid {step[0]}` failed, see {d / 'log.txt'}")
-    labels = load_labels(d / "data" / "labels.jsonl")
-    systems = {
-        "prexid": d / "alerts.jsonl",
-        **{p.stem.removeprefix("alerts-"): p for p in sorted(d.glob("alerts-*.jsonl"))},
-    }
-    scores = [
-        scoring.score(cell.id, cell.set, name, load_detections(path), labels, days, args.nodes)
-        for name, path in systems.items()
-    ]
-    scoring.write(scores, cached)
+    scores = _score_cell(cell, d, args)
     if not args.keep_data:
         for f in (d / "data").glob("metrics-*.npz"):
             f.unlink()
@@ -203,8 +222,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.report_only:
         for c in todo:
-            if (p := args.out / c.id / "score.jsonl").exists():
-                scores += scoring.read(p, _node_days(args))
+            scores += cached_scores(c, args) or []
     else:
         with progress(console) as bar:
             task = bar.add_task("matrix", total=len(todo))

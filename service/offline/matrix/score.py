@@ -6,6 +6,9 @@
 - median_lead_min: median lead of those warnings; 0 when Xid failures had a precursor but none was
   warned about (a worst case must not hide as "n/a"), None when the cell has no such failure;
 - false_per_node_day: false alerts / (days x nodes).
+
+The counts behind the shares and every lead are kept too, so cells can be pooled (`pooled.py`): a cell
+holds a handful of failures, and one failure moves its share by 20-100%.
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ class Score:
     false_alerts: int
     false_per_node_day: float
     node_days: float = 0.0  # days x nodes: one false alert is 1 / node_days a node-day here
+    detected_n: int = 0  # predictable failures with a matching alert
+    pre_xid_n: int = 0  # Xid failures warned strictly before the Xid
+    warnable: int = 0  # Xid failures with a precursor
+    warned_n: int = 0  # of those, warned before the Xid
+    leads_min: tuple[float, ...] = ()  # every warning's lead, minutes
+    counted: bool = False  # False on rows written before the counts above were kept
+
+    @property
+    def variant(self) -> str:
+        return self.cell.rsplit("-s", 1)[0]
 
     def row(self) -> dict[str, object]:
         return asdict(self)
@@ -75,6 +88,12 @@ def score(
         false_alerts=len(result.false_alerts),
         false_per_node_day=len(result.false_alerts) / max(days * nodes, 1e-9),
         node_days=days * nodes,
+        detected_n=sum(o.detected for o in predictable),
+        pre_xid_n=sum(o.pre_xid for o in xid),
+        warnable=len(warnable),
+        warned_n=sum(o.pre_xid for o in warnable),
+        leads_min=tuple(leads),
+        counted=True,
     )
 
 
@@ -89,4 +108,9 @@ def read(path: Path, node_days: float = 0.0) -> list[Score]:
     import orjson
 
     rows = [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
-    return [Score(**{"node_days": node_days, **row}) for row in rows]
+    out = []
+    for row in rows:
+        row = {"node_days": node_days, **row}
+        row["leads_min"] = tuple(row.get("leads_min", ()))
+        out.append(Score(**row))
+    return out
