@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from prexid.service.offline.matrix.command import cached_scores
+from prexid.service.offline.matrix.command import cached_scores, worst_variant_anchors
 from prexid.service.offline.matrix.pooled import Share, pool, rate_upper
 from prexid.service.offline.matrix.report import render
 from prexid.service.offline.matrix.score import Score
@@ -98,3 +98,54 @@ def test_rows_from_before_the_counts_are_scored_again_from_the_cells_files(tmp_p
     (again,) = cached_scores(Cell("random", 100, "report"), args) or []  # now cached with its counts
     assert again == score
     assert cached_scores(Cell("random", 101, "report"), args) is None
+
+
+def write_cell(root: Path, cell_id: str, alerts: list[dict[str, object]], node: str = "node-00") -> None:
+    d = root / cell_id
+    (d / "data").mkdir(parents=True)
+    xid = 10 * HOUR
+    label = {
+        "id": "f0", "type": "xid79_fell_off_bus", "node": node, "gpu": 1, "onset_ts": xid - HOUR,
+        "xid_ts": xid, "xid_code": 79, "has_precursor": True, "end_ts": xid,
+    }  # fmt: skip
+    (d / "data" / "labels.jsonl").write_bytes(orjson.dumps(label) + b"\n")
+    (d / "alerts.jsonl").write_bytes(b"".join(orjson.dumps(a) + b"\n" for a in alerts))
+
+
+def test_the_anchors_are_reported_on_the_worst_variant_with_its_seeds_pooled(tmp_path: Path) -> None:
+    """Two seeds of `random`, each with one Xid 79: one warned 10 min ahead plus a false alert, one
+    caught only at its Xid. Pooled: recall 2/2, precision 2/3, one of two warned, one false alert over
+    2 x 0.5 days x 64 GPUs. `idle-mixed` is clean, so `random` is the worst variant."""
+    xid = 10 * HOUR
+    warned = {"status": "firing", "emitted_at": xid - 600.0, "node": "node-00", "gpu": 1, "kind": "pre_xid"}
+    false = {"status": "firing", "emitted_at": 2 * HOUR, "node": "node-05", "gpu": 0, "kind": "pre_xid"}
+    at_xid = {"status": "firing", "emitted_at": xid, "node": "node-00", "gpu": 1, "kind": "xid"}
+    write_cell(tmp_path, "random-s100", [warned, false])
+    write_cell(tmp_path, "random-s101", [at_xid])
+    write_cell(tmp_path, "idle-mixed-s100", [warned])
+    args = argparse.Namespace(out=tmp_path, nodes=8, gpus=8, hours=12.0)
+    scores = [
+        s
+        for c in (
+            Cell("random", 100, "report"),
+            Cell("random", 101, "report"),
+            Cell("idle-mixed", 100, "report"),
+        )
+        for s in _score_all(c, args)
+    ]
+    got = worst_variant_anchors(scores, args)
+    assert got is not None
+    title, text = got
+    assert title == "random, 2 seeds pooled"
+    assert "| xid79_fell_off_bus | 2 | 0.67 / 1.00 / 0.80 |" in text
+    assert "| 79 | 2 | 1: 10.0 / 10.0 / 10.0 |" in text
+    assert "False alerts per 1,000 GPU-days: prexid 15.62." in text  # 1000 x 1 / (1 day x 64 GPUs)
+
+
+def _score_all(cell: Cell, args: argparse.Namespace) -> list[Score]:
+    from prexid.service.offline.evaluate.command import load_detections, load_labels
+    from prexid.service.offline.matrix.score import score
+
+    d = args.out / cell.id
+    labels = load_labels(d / "data" / "labels.jsonl")
+    return [score(cell.id, cell.set, "prexid", load_detections(d / "alerts.jsonl"), labels, 0.5, args.nodes)]

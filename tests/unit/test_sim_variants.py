@@ -316,25 +316,6 @@ def test_a_failed_cell_leads_the_report() -> None:
     assert text.index("failed to run") < text.index("Report set")
 
 
-def test_the_anchors_of_the_worst_report_cell_are_in_the_matrix_report() -> None:
-    from prexid.service.offline.matrix.report import anchors_section, worst_cell
-
-    scores = [
-        score("a-s100", "report", 1.0, 0.1),
-        score("b-s100", "report", 1.0, 0.4),
-        score("t-s1", "tuning", 1.0, 9.0),
-    ]
-    assert worst_cell(scores) == "b-s100"  # the tuning cell's rate is not the report's worst
-    cell_report = (
-        "# cell\n\n## What the anchors report\n\n| fault type | n |\n\n## What the false alerts fell on\n"
-    )
-    section = anchors_section(cell_report)
-    assert section == "| fault type | n |"
-    text = render("t", "prexid matrix", scores, None, ("b-s100", section))
-    assert "on the worst report cell (b-s100)" in text and "| fault type | n |" in text
-    assert anchors_section("# a cell report from before the anchors") == ""
-
-
 def test_every_cell_reports_its_realised_false_alert_rate_against_the_budget() -> None:
     scores = [score("a-s100", "report", 1.0, 0.01), score("t-s1", "tuning", 1.0, 0.25)]
     text = render("t", "prexid matrix", scores, budget=0.005)

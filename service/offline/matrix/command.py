@@ -23,9 +23,12 @@ import orjson
 from rich.console import Console
 
 from prexid.service.app.settings import DetectionSettings
+from prexid.service.offline.evaluate import anchors
 from prexid.service.offline.evaluate.command import load_detections, load_labels
+from prexid.service.offline.evaluate.match import Result, Rules, match
 from prexid.service.offline.matrix import score as scoring
-from prexid.service.offline.matrix.report import anchors_section, render, worst_cell
+from prexid.service.offline.matrix.pooled import pool, worst_first
+from prexid.service.offline.matrix.report import render
 from prexid.service.offline.matrix.sets import (
     REPORT_SEEDS,
     REPORT_VARIANTS,
@@ -138,17 +141,21 @@ def _node_days(args: argparse.Namespace) -> float:
     return float(args.nodes * args.hours / 24.0)
 
 
+def _systems(d: Path) -> dict[str, Path]:
+    """A cell's alert files by system: prexid's, then each baseline's."""
+    return {
+        "prexid": d / "alerts.jsonl",
+        **{p.stem.removeprefix("alerts-"): p for p in sorted(d.glob("alerts-*.jsonl"))},
+    }
+
+
 def _score_cell(cell: Cell, d: Path, args: argparse.Namespace) -> list[scoring.Score]:
     """Score a cell from the files it keeps (labels and every system's alerts), and cache the scores."""
     days = args.hours / 24.0
     labels = load_labels(d / "data" / "labels.jsonl")
-    systems = {
-        "prexid": d / "alerts.jsonl",
-        **{p.stem.removeprefix("alerts-"): p for p in sorted(d.glob("alerts-*.jsonl"))},
-    }
     scores = [
         scoring.score(cell.id, cell.set, name, load_detections(path), labels, days, args.nodes)
-        for name, path in systems.items()
+        for name, path in _systems(d).items()
     ]
     scoring.write(scores, d / "score.jsonl")
     return scores
@@ -208,6 +215,33 @@ def run_cell(cell: Cell, args: argparse.Namespace) -> list[scoring.Score]:
     return scores
 
 
+def worst_variant_anchors(scores: list[scoring.Score], args: argparse.Namespace) -> tuple[str, str] | None:
+    """What the anchors report on the worst report variant, its seeds' failures and alerts pooled (issue
+    16 item 6): a cell's single failure of a type is no precision, recall or lead distribution."""
+    pools = [p for p in pool(scores) if p.set == "report" and p.system == "prexid"]
+    if not pools:
+        return None
+    variant = worst_first(pools)[0].variant
+    dirs = sorted(
+        d
+        for d in {args.out / s.cell for s in scores if s.set == "report" and s.variant == variant}
+        if (d / "data" / "labels.jsonl").exists()
+    )
+    if not dirs:
+        return None
+    names = [n for n in _systems(dirs[0]) if all((d / _systems(dirs[0])[n].name).exists() for d in dirs)]
+    results = {n: Result(outcomes=[]) for n in names}
+    for d in dirs:
+        labels = load_labels(d / "data" / "labels.jsonl")
+        for name in names:
+            r = match(load_detections(d / _systems(d)[name].name), labels, Rules())
+            results[name].outcomes += r.outcomes
+            results[name].false_alerts += r.false_alerts
+            results[name].alerts += r.alerts
+    days = args.hours / 24.0 * len(dirs)
+    return f"{variant}, {len(dirs)} seeds pooled", anchors.render(results, days, args.nodes * args.gpus)
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     todo = cells(
@@ -257,13 +291,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     title = (
         f"prexid evaluation matrix: {len(todo)} cells of {args.nodes}x{args.gpus} GPUs, {args.hours:g} h each"
     )
-    worst = worst_cell(scores)
-    cell_report = args.out / str(worst) / "report" / "report.md"
-    anchors = (
-        (str(worst), anchors_section(cell_report.read_text())) if worst and cell_report.exists() else None
-    )
     budget = DetectionSettings().false_alert_budget  # what a cell's replay held (default settings)
-    (args.out / "report.md").write_text(render(title, command, scores, failed, anchors, budget))
+    (args.out / "report.md").write_text(
+        render(title, command, scores, failed, worst_variant_anchors(scores, args), budget)
+    )
     (args.out / "scores.jsonl").write_bytes(b"".join(orjson.dumps(s.row()) + b"\n" for s in scores))
     console.print(
         f"{len(todo)} cells in {time.perf_counter() - started:.0f} s; report: {args.out / 'report.md'}"

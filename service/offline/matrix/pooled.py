@@ -94,8 +94,10 @@ def pool(scores: list[Score]) -> list[Pool]:
 
 
 def worst_first(pools: list[Pool]) -> list[Pool]:
-    """A set's variants for one system, the highest false-alert rate first, then the fewest detected."""
-    return sorted(
-        pools,
-        key=lambda p: (-p.false_per_node_day, p.detected.hits / p.detected.of if p.detected.of else 1.0),
-    )
+    """A set's variants for one system: the highest false-alert rate first, then the fewest detected,
+    then the fewest warned before their Xid of those with a precursor."""
+
+    def share(s: Share) -> float:
+        return s.hits / s.of if s.of else 1.0
+
+    return sorted(pools, key=lambda p: (-p.false_per_node_day, share(p.detected), share(p.warned)))

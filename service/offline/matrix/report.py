@@ -1,7 +1,8 @@
 """The matrix report in markdown: the worst case and the spread first, the best case last.
 
 Leading with the best case is how a detector looks good on one simulator and fails on a fleet; the
-goals of issue 16 are judged on the worst report-set cell.
+goals of issue 16 are judged on the worst report-set cell; the anchors' figures are given on the worst
+report variant, its seeds pooled.
 """
 
 from __future__ import annotations
@@ -44,23 +45,6 @@ def meets(metric: str, v: float) -> bool:
     return v <= goal if metric == "false_per_node_day" else v >= goal
 
 
-def worst_cell(scores: list[Score]) -> str | None:
-    """The report cell where prexid is worst: most false alerts per node-day, then fewest detected."""
-    mine = [s for s in scores if s.system == "prexid" and s.set == "report"]
-    if not mine:
-        return None
-    return max(mine, key=lambda s: (s.false_per_node_day, -(s.detected or 0.0))).cell
-
-
-def anchors_section(cell_report: str) -> str:
-    """The "What the anchors report" section of one cell's `prexid evaluate` report ("" if absent)."""
-    head = "## What the anchors report"
-    if head not in cell_report:
-        return ""
-    body = cell_report.split(head, 1)[1]
-    return body.split("\n## ", 1)[0].strip()
-
-
 def render(
     title: str,
     command: str,
@@ -87,7 +71,10 @@ def render(
     lines += _variants(pool(scores))
     if worst_anchors and worst_anchors[1]:
         cell, section = worst_anchors
-        lines += [f"## What the anchors report, on the worst report cell ({cell}), beside the baselines", ""]
+        lines += [
+            f"## What the anchors report, on the worst report variant ({cell}), beside the baselines",
+            "",
+        ]
         lines += [section, ""]
     lines += ["## Every cell (prexid), worst false-alert rate first", ""]
     if budget > 0:
