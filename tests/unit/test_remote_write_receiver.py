@@ -303,6 +303,7 @@ class Hold:
             if (metrics or logs) and not self.entered.is_set():
                 self.entered.set()
                 self.release.wait(self.limit_s)
+                self.release.set()  # released, by the test or by the limit
             return real(metrics, logs, *args, **kwargs)
 
         processor.process_isolating = process_isolating  # type: ignore[method-assign]
