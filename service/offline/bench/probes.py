@@ -25,13 +25,13 @@ import asyncio
 import statistics
 import time
 import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import numpy as np
 import orjson
-from aiokafka.admin import AIOKafkaAdminClient
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -107,17 +107,19 @@ def first(p: Progressed, at_least: float) -> int | None:
     return next((i for i, n in enumerate(p.read) if n >= at_least), None)
 
 
-async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[str, Any]:
-    """A fresh replica reads the backlog from the start while both paths are asked; then idles."""
-    group = f"bench-probes-{uuid.uuid4().hex[:6]}"
-    [replica] = await load.start_replicas(load.replica_env(bootstrap, topics, group), 1)
+Feed = Callable[
+    [httpx.AsyncClient, str], Coroutine[Any, Any, None]
+]  # sends the replica its records (client, base URL)
+
+
+async def measure(replica: load.Replica, total: float, feed: Feed | None = None) -> dict[str, Any]:
+    """Both paths asked while `replica` reads `total` records (`feed`, if given, sends them once it is
+    up), then while it idles; the busy window, its rate, and each path's busy and idle answers."""
     samples = {path: Samples() for path in PATHS}
     progressed = Progressed()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     tasks: list[asyncio.Task[None]] = []
-    try:
-        async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+    async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+        try:
             await up(client, replica.port)
             base = f"http://127.0.0.1:{replica.port}"
             tasks = [
@@ -126,15 +128,15 @@ async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[
                 )
                 for path, pause in PATHS.items()
             ]
+            if feed is not None:
+                tasks.append(asyncio.create_task(feed(client, base)))
             while first(progressed, total) is None:  # noqa: ASYNC110 - the replica's state
                 await asyncio.sleep(0.2)
             await asyncio.sleep(1.0 + IDLE_S)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await admin.close()
-        await load.stop_replicas([replica])
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     began, done = first(progressed, 1), first(progressed, total)
     low, high = first(progressed, 0.05 * total), first(progressed, 0.95 * total)
     if began is None or done is None or low is None or high is None or high <= low:
@@ -154,6 +156,16 @@ async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[
     return result
 
 
+async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[str, Any]:
+    """A fresh replica reads the backlog from the start while both paths are asked; then idles."""
+    group = f"bench-probes-{uuid.uuid4().hex[:6]}"
+    [replica] = await load.start_replicas(load.replica_env(bootstrap, topics, group), 1)
+    try:
+        return await measure(replica, total)
+    finally:
+        await load.stop_replicas([replica])
+
+
 async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progress) -> dict[str, Any]:
     step = progress.add_task("starting Kafka", total=2 + repeats)
     broker = load.Broker(bootstrap)
@@ -165,6 +177,10 @@ async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progres
         _, figures = await load.produce_backlog(bootstrap, topics, shape, progress, step)
         results |= figures
         total = figures["records"]
+        results["setup"] = (
+            f"{total:,} records; {figures['gpus']:,} GPUs on {figures['nodes']:,} nodes; "
+            f"{PARTITIONS} partitions, one replica reading them from the start"
+        )
         for i in range(repeats):
             progress.update(step, advance=1, description=f"round {i + 1} of {repeats}")
             results["rounds"].append(await one_round(bootstrap, topics, total))
@@ -219,10 +235,7 @@ def figures(r: dict[str, Any]) -> dict[str, Any]:
 
 def report(r: dict[str, Any], console: Console) -> None:
     rounds = r["rounds"]
-    table = Table(
-        title=f"prexid bench probes ({r['records']:,} records; {r['gpus']:,} GPUs on {r['nodes']:,} nodes; "
-        f"{PARTITIONS} partitions, one replica reading them from the start; {len(rounds)} rounds)"
-    )
+    table = Table(title=f"prexid bench probes ({r['setup']}; {len(rounds)} rounds)")
     for col in ("measure", "value", "target"):
         table.add_column(col)
     busy_s = " / ".join(f"{x['busy_s']:.1f} s at {x['rate']:,.0f} rec/s" for x in rounds)
@@ -244,15 +257,23 @@ def report(r: dict[str, Any], console: Console) -> None:
         " / ".join(f"{n} of {len(x['/healthz']['busy'])}" for n, x in zip(slow, rounds, strict=True)),
         "0",
     )
+    if "throttled" in rounds[0]:  # remote_write: requests answered 429 (queue full), then sent again
+        table.add_row(
+            "requests answered 429, sent again", " / ".join(f"{x['throttled']:,}" for x in rounds), ""
+        )
     console.print(table)
 
 
 def cmd_bench_probes(args: argparse.Namespace) -> int:
     console = Console()
+    nodes = getattr(args, "nodes", NODES)
     with Progress(console=console, transient=True) as progress:
-        results = asyncio.run(
-            run(getattr(args, "bootstrap", None), getattr(args, "nodes", NODES), REPEATS, progress)
-        )
+        if getattr(args, "feed", "kafka") == "remote-write":
+            from prexid.service.offline.bench import probes_remote_write
+
+            results = asyncio.run(probes_remote_write.run(nodes, REPEATS, progress))
+        else:
+            results = asyncio.run(run(getattr(args, "bootstrap", None), nodes, REPEATS, progress))
     report(results, console)
     console.print_json(orjson.dumps(figures(results)).decode())
     return 0
