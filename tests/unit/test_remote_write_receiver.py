@@ -420,3 +420,30 @@ async def test_the_same_requests_raise_the_same_alerts_as_scored_on_the_loop() -
 
 def key(a: Alert) -> tuple[str, str, str, int | None, str]:
     return (a.status, a.kind, a.node, a.gpu, a.starts_at)
+
+
+async def test_a_request_that_breaks_scoring_is_a_dead_letter_and_the_intake_goes_on() -> None:
+    """An exception past the decoder, in the worker thread, costs that request only: it is a dead
+    letter with the stage and the exception, the requests around it are scored, the intake runs on."""
+    rx = receiver()
+    real = rx.processor.pipeline.add_series
+
+    def add_series(ids: Any, ts: Any, values: Any, *args: Any) -> Any:
+        if 666.0 in list(values):
+            raise ValueError("a bug that this value trips")
+        return real(ids, ts, values, *args)
+
+    rx.processor.pipeline.add_series = add_series  # type: ignore[method-assign]
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    t = now_ms()
+    for k, value in enumerate((71.0, 666.0, 72.0)):
+        assert (await rx.post(body(series(GPU, (value, t + 1000 * k))))).status_code == 204
+    while not rx.intake.queue.empty() or rx.state.gate.busy:  # noqa: ASYNC110 - the intake's
+        await asyncio.sleep(0.01)
+    assert not run.done()  # still taking requests
+    assert (await rx.post(body(series(GPU, (73.0, t + 3000))))).status_code == 204
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    assert rx.count("prexid_dead_letters_total", reason="processing_error") == 1
+    assert rx.count("prexid_samples_total") == 3
