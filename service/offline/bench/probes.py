@@ -15,6 +15,11 @@ answering both. So:
    that showed them all); "idle" those sent from 1 s after it had read all of it. Per round and path:
    p50, p99 and the longest answer, busy over idle (the ratio), and how many `/healthz` answers took
    longer than the helm liveness timeout. The replica's rate is taken from 5% to 95% of the backlog.
+
+`--feed remote-write`: the same for a replica in `remote_write = "local"` mode (no broker), sent the
+same traffic as Prometheus's remote_write queue sends it (`remote_write_load.py`: `SENDERS` shards by
+node, each posting its requests of at most 2000 samples in order, one at a time, waiting `Retry-After`
+on a 429); "records" are then requests (each one `prexid_messages_total`).
 The figures are printed; nothing here asserts them. Each round is bounded (`RUN_LIMIT_S`).
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 import uuid
@@ -37,6 +43,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from prexid.service.offline.bench import e2e_load as load
+from prexid.service.offline.bench import remote_write_load as rw
 
 PARTITIONS = 4
 CLUSTERS = 128
@@ -47,6 +54,7 @@ IDLE_S = 5.0
 RUN_LIMIT_S = 300.0
 LIVENESS_TIMEOUT_S = 3.0  # helm/prexid/templates/deployment.yaml
 PATHS = {"/healthz": 0.1, "/metrics": 0.25}  # path -> pause after each answer
+SENDERS = 4  # remote-write feed: Prometheus's queue adds shards (senders) as it falls behind
 REQUEST_TIMEOUT_S = 120.0  # far past any probe's: the bench measures how long, it does not give up
 
 
@@ -189,6 +197,47 @@ async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progres
     return results
 
 
+def local_replica_env() -> dict[str, str]:
+    """A replica in `remote_write = "local"` mode: its feed is its own HTTP intake, no broker."""
+    return {**os.environ, "PREXID_REMOTE_WRITE": "local", "PREXID_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+
+
+async def one_round_remote_write(shards: list[list[bytes]]) -> dict[str, Any]:
+    """A fresh local-mode replica is sent every request (`SENDERS` at once) while both paths are
+    asked; then idles."""
+    [replica] = await load.start_replicas(local_replica_env(), 1)
+    throttled: list[int] = []
+
+    async def feed(client: httpx.AsyncClient, base: str) -> None:
+        await asyncio.gather(*(rw.send(client, base + "/api/v1/write", s, throttled) for s in shards))
+
+    try:
+        result = await measure(replica, sum(map(len, shards)), feed)
+    finally:
+        await load.stop_replicas([replica])
+    return result | {"throttled": len(throttled)}
+
+
+async def run_remote_write(nodes: int, repeats: int, progress: Progress) -> dict[str, Any]:
+    step = progress.add_task("making traffic", total=1 + repeats)
+    ticks = load.traffic(CLUSTERS, TICKS * 15.0, nodes)
+    shards = rw.bodies(([payload for _, payload in t.metrics] for t in ticks), SENDERS)
+    requests = sum(map(len, shards))
+    samples = sum(len(t.metrics) for t in ticks)
+    results: dict[str, Any] = {
+        "records": requests,
+        "samples": samples,
+        "setup": f"{requests:,} remote_write requests of {samples:,} samples from {SENDERS} senders; "
+        f"{CLUSTERS * nodes * 8:,} GPUs on {CLUSTERS * nodes:,} nodes; one replica, "
+        'remote_write = "local"',
+        "rounds": [],
+    }
+    for i in range(repeats):
+        progress.update(step, advance=1, description=f"round {i + 1} of {repeats}")
+        results["rounds"].append(await one_round_remote_write(shards))
+    return results
+
+
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
@@ -269,9 +318,7 @@ def cmd_bench_probes(args: argparse.Namespace) -> int:
     nodes = getattr(args, "nodes", NODES)
     with Progress(console=console, transient=True) as progress:
         if getattr(args, "feed", "kafka") == "remote-write":
-            from prexid.service.offline.bench import probes_remote_write
-
-            results = asyncio.run(probes_remote_write.run(nodes, REPEATS, progress))
+            results = asyncio.run(run_remote_write(nodes, REPEATS, progress))
         else:
             results = asyncio.run(run(getattr(args, "bootstrap", None), nodes, REPEATS, progress))
     report(results, console)
