@@ -1,12 +1,16 @@
 """Batches in a worker thread, and the event loop kept off the pipelines while one runs.
 
-`prexid run` processes each shard's part of a fetched batch (decode, detector bank, fusion, ticks:
-CPU-bound numpy and Python, seconds for a backlog's batch) in a worker thread (`run`), so that the
-event loop goes on answering HTTP meanwhile: Kubernetes' probes, Prometheus' scrapes, the consumer
-group's heartbeats. The pipelines, and what their ticks write (score histories; a fleet judge reads
-the fleet board), are then touched by one side at a time:
+Every feed processes its batches (decode, detector bank, fusion, ticks: CPU-bound numpy and Python,
+seconds for a backlog's batch) in a worker thread (`run`, `process`), so that the event loop goes on
+answering HTTP meanwhile: Kubernetes' probes, Prometheus' scrapes, the consumer group's heartbeats,
+remote_write requests (queued, or answered 429 once the queue is full). The feeds: `prexid run`'s
+Kafka consumer, one shard's part of a fetched batch at a time; `remote_write = "local"`'s intake; and
+`prexid demo`'s simulated cluster beside its own remote_write intake. The pipelines, and what their
+ticks write (score histories; a fleet judge reads the fleet board), are then touched by one side at a
+time:
 
-- the worker thread while the gate is closed: one shard's batch at a time, started by `run`;
+- the worker thread while the gate is closed: one batch at a time, whichever feed's (a feed's `run`
+  waits for another's batch to end; one gate per service state, as readers read all its pipelines);
 - the event loop while it is open. Loop code that reads or writes them and may run while a batch is in
   the thread (HTTP handlers, the summary feed filling the fleet board, the quarantine action booking
   a drain) first `await gate.quiet()`, then reads and writes with no `await` in between: the gate can
@@ -17,9 +21,9 @@ the fleet board), are then touched by one side at a time:
 Readers are not starved by a backlog that keeps the gate closed most of the time: a reader that the
 end of a batch woke reads before the next batch can start, as its wake-up is queued before that of
 the batch's caller (the gate opens in the first of the thread's done callbacks, and the loop runs
-callbacks in the order they were queued). Alerts raised in the
-thread reach their listeners (loop objects: Alertmanager's outbox, the quarantine queue) on the loop,
-after the batch (the runner hands them on).
+callbacks in the order they were queued). Alerts raised in the thread reach their listeners (loop
+objects: Alertmanager's outbox, the quarantine queue) on the loop, after the batch, in order
+(`process` hands them on).
 
 The alternative, uvicorn in a thread with a loop of its own, was not taken: every handler would read
 pipelines the consumer's loop is changing (a lock around each read, and the consumer holding it for a
@@ -32,7 +36,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from prexid.service.pipeline.processor import Output, Processor
+    from prexid.service.schemas import Alert
 
 T = TypeVar("T")
 
@@ -56,7 +64,9 @@ class BatchGate:
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work()` in a worker thread with the gate closed. Cancelled, it still waits for the thread
-        (which cannot be stopped): until that returns, the pipeline is the thread's."""
+        (which cannot be stopped): until that returns, the pipeline is the thread's. Another feed's
+        batch in the thread is waited for first."""
+        await self.quiet()  # then closed before the next `await`: one batch in the thread at a time
         self._busy = True
         done = asyncio.ensure_future(asyncio.to_thread(work))
         done.add_done_callback(self._open)  # whatever happens to the awaiting caller
@@ -65,6 +75,27 @@ class BatchGate:
         except asyncio.CancelledError:
             await asyncio.wait({done})
             raise
+
+    async def process(self, processor: Processor, step: Callable[[], Output]) -> Output:
+        """`step()`, a batch through `processor`, in the worker thread (`run`); the alerts it raised are
+        handed to `processor.listeners` on the loop once it returns, in the order raised, also when
+        it raised or the caller was cancelled meanwhile (the thread ran on: what it raised is sent)."""
+        raised: list[list[Alert]] = []
+        listeners = processor.listeners
+
+        def work() -> Output:
+            processor.listeners = [raised.append]
+            try:
+                return step()
+            finally:
+                processor.listeners = listeners
+
+        try:
+            return await self.run(work)
+        finally:
+            for alerts in raised:
+                for listener in listeners:
+                    listener(alerts)
 
     def _open(self, _: object = None) -> None:
         self._busy = False

@@ -166,6 +166,12 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--series", type=int, default=1_000_000, help="e2e: series in the memory test")
     bench.add_argument(
+        "--feed",
+        choices=["kafka", "remote-write"],
+        default="kafka",
+        help='probes: a Kafka backlog, or Prometheus remote_write requests (remote_write = "local")',
+    )
+    bench.add_argument(
         "--nodes",
         type=int,
         default=8,

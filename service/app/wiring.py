@@ -129,7 +129,7 @@ def remote_write_feed(
         _, processor = build(settings, state)
         state.others.append(processor.pipeline)
     processor.topic_formats[remote_write.TOPIC] = remote_write.FORMAT
-    intake = LocalIntake(settings.remote_write_queue_requests)
+    intake = LocalIntake(settings.remote_write_queue_requests, state.gate)
     state.remote_write = RemoteWriteEndpoint(
         intake, settings.remote_write_token, settings.remote_write_max_body_bytes
     )

@@ -37,7 +37,6 @@ from aiokafka.structs import OffsetAndMetadata
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.pipeline.processor import Message, Output, Processor, Run, stream_name
-from prexid.service.schemas import Alert
 from prexid.service.sinks.kafka import KafkaSink
 from prexid.service.sources.kafka_security import client_options
 from prexid.service.sources.key_placement import KeyPlacement
@@ -230,11 +229,7 @@ class KafkaRunner:
             backlogged = await self._backlogged_metric_sources(index)
             shard.unpublished = True
             work = functools.partial(self._process, shard, metrics, logs, backlogged, time.monotonic())
-            part, raised = await self.state.gate.run(work)  # off the loop: HTTP stays answered
-            listeners = shard.processor.listeners
-            for alerts in raised:  # sinks are loop objects: they take the alerts here, in order
-                for listener in listeners:
-                    listener(alerts)
+            part = await self.state.gate.process(shard.processor, work)  # off the loop: HTTP answered
             done.append((shard, {tp: records[-1].offset + 1 for tp, records in read.items()}))
             out.alerts += part.alerts
             out.dead_letters += part.dead_letters
@@ -245,17 +240,10 @@ class KafkaRunner:
 
     def _process(
         self, shard: Shard, metrics: list[Run], logs: list[Message], backlogged: set[str], now: float
-    ) -> tuple[Output, list[list[Alert]]]:
-        """In the worker thread (`BatchGate`): the shard's records through its processor, and the
-        alerts it raised as its listeners would have taken them, for the loop to hand on."""
-        raised: list[list[Alert]] = []
-        processor = shard.processor
-        listeners, processor.listeners = processor.listeners, [raised.append]
-        try:
-            with self.state.telemetry.batch_seconds.time():
-                return processor.process_isolating(metrics, logs, backlogged, now=now), raised
-        finally:
-            processor.listeners = listeners
+    ) -> Output:
+        """In the worker thread (`BatchGate.process`): the shard's records through its processor."""
+        with self.state.telemetry.batch_seconds.time():
+            return shard.processor.process_isolating(metrics, logs, backlogged, now=now)
 
     def _check_key_placement(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Count (and log) keys that one topic places on another partition index than another topic

@@ -2,15 +2,17 @@
 
 The HTTP side answers Prometheus as soon as an intake has taken a request, so what an intake promises
 decides what a 204 means. `LocalIntake` (`remote_write = "local"`, and `prexid demo`) queues each
-request for this process's processor: a bounded queue, so a pipeline that falls behind makes
-Prometheus wait and retry (429) instead of making prexid hold its backlog in memory; and drained on
-shutdown, so a request answered 204 is processed even when a restart follows. The Kafka intake
+request for this process's processor, which scores them in a worker thread (`app/batch_gate.py`, so
+probes are answered meanwhile): a bounded queue, so a pipeline that falls behind makes Prometheus wait
+and retry (429) instead of making prexid hold its backlog in memory; and drained on shutdown, so a
+request answered 204 is processed even when a restart follows. The Kafka intake
 (`sinks/kafka_republish.py`) answers once the broker has the samples.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from typing import Protocol
 
 from pydantic import SecretStr
 
+from prexid.service.app.batch_gate import BatchGate
 from prexid.service.decode.types import Samples
 from prexid.service.pipeline.processor import Message, Output, Processor, runs
 
@@ -65,11 +68,13 @@ def record_time(samples: Samples) -> float:
 
 
 class LocalIntake:
-    """Requests queued for one processor, processed in batches by `run` (the feed of `prexid run` in
-    `local` mode, or a second feed in `prexid demo`)."""
+    """Requests queued for one processor, processed in batches by `run` in the worker thread of the
+    state's batch gate (the feed of `prexid run` in `local` mode, or a second feed in `prexid demo`):
+    meanwhile the loop answers probes and scrapes, and takes requests into the queue until it is full."""
 
-    def __init__(self, max_requests: int, max_batch: int = 16) -> None:
+    def __init__(self, max_requests: int, gate: BatchGate, max_batch: int = 16) -> None:
         self.queue: asyncio.Queue[Message] = asyncio.Queue(max_requests)
+        self.gate = gate
         self.max_batch = max_batch
         self.closed = False
         self.offset = 0  # each request's offset in the `TOPIC:0` stream, for dead letters and logs
@@ -85,32 +90,39 @@ class LocalIntake:
 
     async def run(self, processor: Processor, on_output: Callable[[Output], None] | None = None) -> None:
         """Process queued requests until cancelled; then refuse new ones and process what was queued
-        (each was answered 204: Prometheus will not send it again)."""
+        (each was answered 204: Prometheus will not send it again). A batch the cancellation finds in
+        the thread runs to its end, and its alerts still reach the listeners (`BatchGate.process`)."""
         try:
             while True:
                 batch = [await self.queue.get()]
                 while len(batch) < self.max_batch and not self.queue.empty():
                     batch.append(self.queue.get_nowait())
-                self._process(processor, batch, on_output)
+                await self._process(processor, batch, on_output)
         finally:
             self.closed = True
             left = [self.queue.get_nowait() for _ in range(self.queue.qsize())]
             if left:
-                self._process(processor, left, on_output)
+                await self._process(processor, left, on_output)
                 log.info("processed %d remote_write requests queued at shutdown", len(left))
 
-    @staticmethod
-    def _process(
-        processor: Processor, batch: list[Message], on_output: Callable[[Output], None] | None
+    async def _process(
+        self, processor: Processor, batch: list[Message], on_output: Callable[[Output], None] | None
     ) -> None:
-        with processor.telemetry.batch_seconds.time():
-            out = processor.process_isolating(runs(batch), [], backlogged=(), now=time.time())
-        for dl in out.dead_letters:  # no dead-letter topic without Kafka: the log has them
-            m = dl.message
-            log.warning(
-                "remote_write request %s@%d dead-lettered: %s %s", m.topic, m.offset, dl.reason, dl.detail
-            )
-        for a in out.alerts:
-            log.info("alert %s %s %s/%s %s", a.status, a.kind, a.node, a.gpu, a.summary)
+        out = await self.gate.process(processor, functools.partial(_score, processor, batch, time.time()))
         if on_output is not None:
             on_output(out)
+
+
+def _score(processor: Processor, batch: list[Message], now: float) -> Output:
+    """In the worker thread: one batch of requests through `processor`, its dead letters and alerts
+    logged (no dead-letter topic without Kafka: the log has them)."""
+    with processor.telemetry.batch_seconds.time():
+        out = processor.process_isolating(runs(batch), [], backlogged=(), now=now)
+    for dl in out.dead_letters:
+        m = dl.message
+        log.warning(
+            "remote_write request %s@%d dead-lettered: %s %s", m.topic, m.offset, dl.reason, dl.detail
+        )
+    for a in out.alerts:
+        log.info("alert %s %s %s/%s %s", a.status, a.kind, a.node, a.gpu, a.summary)
+    return out

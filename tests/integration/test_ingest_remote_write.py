@@ -1,4 +1,5 @@
-"""One `prexid run` in `local` mode beside a real Prometheus: scrape, remote_write, pre_xid, no Kafka.
+"""One `prexid run` in `local` mode beside a real Prometheus: scrape, remote_write, pre_xid, no Kafka;
+and one kept busy by a batch, which answers its probes while Prometheus retries what it refused.
 
 Debian's `prometheus` scrapes the real `prometheus-node-exporter` (relabelled as node-01's) and a
 simulated dcgm-exporter (the demo cluster's GPU series, one tick per wall second, with its fault:
@@ -9,6 +10,8 @@ refused, so nothing is lost, and the restarted process still sees the precursor 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,9 +27,14 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from prexid.service.app.settings import Settings
+from prexid.service.app.wiring import remote_write_feed
+from prexid.service.http.server import serve
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from tests.integration.kafka_broker import free_ports
 from tests.integration.promstack import PROMETHEUS, Server, binary, start
+from tests.integration.test_http_during_batch import Hold
+from tests.integration.traffic import eventually
 
 pytestmark = pytest.mark.integration
 STEP_S = 1.0  # scrape interval and fusion tick: the demo's 15 s compressed, so the test is short
@@ -241,3 +249,75 @@ def test_prometheus_remote_writes_to_prexid_which_pages_the_precursor_across_a_r
         dcgm.server.shutdown()
         if prexid.proc is not None and prexid.proc.poll() is None:
             prexid.stop()
+
+
+HELD_S = 6.0  # the first batch is held this long: several of Prometheus's 1 s sends arrive meanwhile
+
+
+async def test_a_busy_prexid_answers_its_probes_and_prometheus_retries_what_its_full_queue_refused(
+    tmp_path: Path, node_exporter: str
+) -> None:
+    """`prexid run` in `local` mode (in this process, the real server on 127.0.0.1) with a queue of
+    two requests, its first batch held in the worker thread for `HELD_S` (a batch of seconds): the
+    loop answers `/healthz` meanwhile, queues two of Prometheus's requests and answers the rest 429;
+    once the batch is let go the queue drains, Prometheus's retries catch up, and nothing is lost."""
+    [port] = free_ports(1)
+    settings = Settings(
+        remote_write="local",
+        remote_write_queue_requests=2,
+        http_host="127.0.0.1",
+        http_port=port,
+        detection={"step_s": STEP_S},  # type: ignore[arg-type]
+    )
+    state, intake, processor = remote_write_feed(settings)
+    state.ready = True  # as `prexid run` has it: requests are the feed
+    hold = Hold()
+    hold.around(processor)
+    url = f"http://127.0.0.1:{port}"
+    server = asyncio.create_task(serve(state, intake.run(processor), "127.0.0.1", port, duration=None))
+    dcgm = DcgmExporter()
+    prom = await asyncio.to_thread(
+        start_prometheus, tmp_path, dcgm.target, node_exporter, f"{url}/api/v1/write"
+    )
+
+    def count(name: str, **labels: str) -> float:
+        return state.telemetry.registry.get_sample_value(name, labels) or 0.0
+
+    async def prom_metric(http: httpx.AsyncClient, name: str) -> float:
+        return _sample((await http.get(f"{prom.url}/metrics")).text, name, {}, required=True)
+
+    try:
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            await eventually(hold.entered.is_set, limit_s=30, what="a batch of Prometheus's samples")
+            held_at, healthz = time.monotonic(), []
+            while time.monotonic() - held_at < HELD_S:
+                healthz.append((await http.get(f"{url}/healthz")).status_code)
+                await asyncio.sleep(0.5)
+            assert not hold.release.is_set()  # every /healthz above was answered while it was held
+            assert set(healthz) == {200} and len(healthz) >= HELD_S / 0.5 - 2
+            assert (
+                intake.queue.full() and count("prexid_remote_write_requests_total", outcome="throttled") > 0
+            )
+            hold.release.set()
+
+            await eventually(lambda: count("prexid_samples_total") > 1000, limit_s=30, what="samples scored")
+            newest = await prom_metric(http, "prometheus_remote_storage_highest_timestamp_in_seconds")
+            sent = "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
+            for _ in range(60):  # sent: the backlog refused while held, and what came after it
+                if await prom_metric(http, sent) >= newest:
+                    break
+                await asyncio.sleep(0.5)
+            else:
+                raise AssertionError("Prometheus's remote_write queue did not catch up")
+            assert await prom_metric(http, "prometheus_remote_storage_samples_retried_total") > 0
+            assert await prom_metric(http, "prometheus_remote_storage_samples_failed_total") == 0
+            assert await prom_metric(http, "prometheus_remote_storage_samples_dropped_total") == 0
+            assert count("prexid_dead_letters_total") == 0
+            assert threading.current_thread() not in hold.ran_on  # scored in the worker thread
+    finally:
+        hold.release.set()
+        await asyncio.to_thread(prom.stop)
+        dcgm.server.shutdown()
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import httpx
@@ -12,7 +13,9 @@ from prexid.service.app.batch_gate import BatchGate
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build
 from prexid.service.http.api import create_app
+from prexid.service.pipeline.processor import Output
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from tests.unit.test_alertmanager_sink import alert
 from tests.unit.wiring import scrape
 
 
@@ -107,3 +110,55 @@ async def test_metrics_serve_what_was_read_before_the_batch_while_one_runs() -> 
         after = (await http.get("/metrics")).content
         assert series(after) > series(before)
     assert series(generate_latest(state.telemetry.registry)) == series(after)
+
+
+async def test_a_second_feeds_batch_waits_for_the_first_to_leave_the_thread() -> None:
+    """`prexid demo` has two feeds (its cluster, remote_write) on one gate: one batch in the thread
+    at a time, and the gate closed until the last one ends."""
+    gate = BatchGate()
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        entered.set()
+        release.wait(10)
+        order.append("first")
+
+    one = asyncio.create_task(gate.run(first))
+    await started(entered)
+    two = asyncio.create_task(gate.run(lambda: order.append("second")))
+    await asyncio.sleep(0.05)
+    assert order == []  # the second waits: two threads on one pipeline would tear it
+    release.set()
+    await one
+    assert order == ["first"] and gate.busy  # the second's turn: still closed to readers
+    await two
+    assert order == ["first", "second"] and not gate.busy
+
+
+async def test_alerts_raised_in_the_thread_reach_the_listeners_on_the_loop_even_when_cancelled() -> None:
+    _, processor = build(Settings())
+    heard: list[tuple[str, threading.Thread]] = []
+    processor.listeners = [lambda alerts: heard.extend((a.kind, threading.current_thread()) for a in alerts)]
+    entered, release = threading.Event(), threading.Event()
+
+    def step() -> Output:
+        for listener in processor.listeners:  # as the pipeline raises them
+            listener([alert(kind="pre_xid")])
+            listener([alert(kind="xid")])
+        entered.set()
+        release.wait(10)
+        return Output()
+
+    gate = BatchGate()
+    batch = asyncio.create_task(gate.process(processor, step))
+    await started(entered)
+    batch.cancel()  # SIGTERM: the thread runs on, and what it raised is sent
+    await asyncio.sleep(0.05)
+    assert heard == []
+    release.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await batch
+    assert batch.cancelled()
+    assert heard == [("pre_xid", threading.current_thread()), ("xid", threading.current_thread())]
+    assert len(processor.listeners) == 1 and not gate.busy

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
 import cramjam
 import httpx
@@ -16,13 +19,16 @@ from pydantic import SecretStr
 from prexid.service.app.service_state import ServiceState
 from prexid.service.app.settings import Settings
 from prexid.service.app.wiring import build, remote_write_feed
-from prexid.service.decode import prom_kafka_adapter
+from prexid.service.decode import prom_kafka_adapter, remote_write
 from prexid.service.decode.prompb.remote_pb2 import WriteRequest
 from prexid.service.decode.prompb.types_pb2 import MetricMetadata
 from prexid.service.http.api import create_app
-from prexid.service.pipeline.processor import Processor
+from prexid.service.offline.bench.remote_write_load import bodies
+from prexid.service.pipeline.processor import Message, Output, Processor, runs
+from prexid.service.schemas import Alert
 from prexid.service.sinks.kafka_republish import adapter_records
-from prexid.service.sources.remote_write import LocalIntake
+from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
+from prexid.service.sources.remote_write import TOPIC, LocalIntake, record_time
 from tests.unit.test_decode_remote_write import GPU, STALE, body, series
 
 TOKEN = "remote-write-token-0123"
@@ -277,3 +283,167 @@ async def test_a_request_dated_a_day_ahead_of_the_clock_is_a_future_timestamp_de
     await rx.process_queued()
     assert rx.count("prexid_dead_letters_total", reason="future_timestamp") == 1
     assert rx.count("prexid_future_samples_total", source="prometheus.remote_write:0") == 1
+
+
+@dataclass
+class Hold:
+    """Holds the first batch with records inside its processing until `release` (a batch of seconds);
+    let go after `limit_s` whatever happens, so a loop the batch blocks is not blocked for ever."""
+
+    limit_s: float = 5.0
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    ran_on: list[threading.Thread] = field(default_factory=list)
+
+    def around(self, processor: Processor) -> None:
+        real = processor.process_isolating
+
+        def process_isolating(metrics: Any, logs: Any, *args: Any, **kwargs: Any) -> Output:
+            self.ran_on.append(threading.current_thread())
+            if (metrics or logs) and not self.entered.is_set():
+                self.entered.set()
+                self.release.wait(self.limit_s)
+                self.release.set()  # released, by the test or by the limit
+            return real(metrics, logs, *args, **kwargs)
+
+        processor.process_isolating = process_isolating  # type: ignore[method-assign]
+
+    async def entered_batch(self) -> None:
+        for _ in range(int(self.limit_s / 0.01)):
+            if self.entered.is_set():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("no batch was processed")
+
+
+async def test_requests_are_scored_off_the_loop_which_answers_probes_and_queues_meanwhile() -> None:
+    """A batch of requests in the worker thread: the loop answers the probes and `/metrics`, queues
+    the next request and answers the one after 429 (the queue is full); a reader of the pipelines
+    waits for the batch. Scored on the loop, nothing is answered until the batch ends."""
+    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=1))
+    rx.state.ready = True  # as `prexid run` has it: requests are the feed
+    hold = Hold()
+    hold.around(rx.processor)
+    t = now_ms()
+    assert (await rx.post(body(series(GPU, (71.0, t))))).status_code == 204
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    await hold.entered_batch()
+
+    async def answered(request: Coroutine[Any, Any, httpx.Response]) -> tuple[int, bool]:
+        status = (await request).status_code
+        return status, not hold.release.is_set()  # answered while the batch was held
+
+    reader = asyncio.create_task(answered(rx.http.get("/api/v1/entities/node-3")))
+    assert await answered(rx.http.get("/healthz")) == (200, True)
+    assert await answered(rx.http.get("/readyz")) == (200, True)
+    assert await answered(rx.http.get("/metrics")) == (200, True)
+    assert await answered(rx.post(body(series(GPU, (72.0, t + 1000))))) == (204, True)  # queued
+    full = await rx.post(body(series(GPU, (73.0, t + 2000))))
+    assert (full.status_code, full.headers["retry-after"], hold.release.is_set()) == (429, "1", False)
+    await asyncio.sleep(0.05)
+    assert not reader.done()  # it reads the pipeline: not while the batch is half applied
+    hold.release.set()
+    assert await reader == (200, False)
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    assert rx.count("prexid_samples_total") == 2  # the held request and the queued one
+    assert threading.main_thread() not in hold.ran_on
+
+
+async def test_a_batch_stopped_half_way_runs_to_its_end_and_the_queue_behind_it_is_drained() -> None:
+    """SIGTERM while a batch is in the thread: it runs to its end, and the request queued behind it
+    (answered 204) is processed before the intake stops; later ones get 503."""
+    rx = receiver()
+    hold = Hold()
+    hold.around(rx.processor)
+    t = now_ms()
+    assert (await rx.post(body(series(GPU, (71.0, t))))).status_code == 204
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    await hold.entered_batch()
+    assert (await rx.post(body(series(GPU, (72.0, t + 1000))))).status_code == 204
+    run.cancel()
+    await asyncio.sleep(0.05)
+    assert not run.done() and rx.count("prexid_samples_total") == 0  # the thread has the batch
+    hold.release.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    assert run.cancelled()
+    assert rx.count("prexid_samples_total") == 2
+    assert (await rx.post(body(series(GPU, (73.0, t + 2000))))).status_code == 503
+
+
+async def test_the_same_requests_raise_the_same_alerts_as_scored_on_the_loop() -> None:
+    """Requests posted while batches run in the thread are scored in the order they were taken: the
+    alerts are those of the same batches scored one after the other on the loop, as before."""
+    settings = Settings(remote_write="local", detection={"error_counter_warmup_s": 0})  # type: ignore[arg-type]
+    cluster = DemoCluster(nodes=2, gpus=8, duration_s=1800.0, fault=DemoFault(node=1, gpu=5))
+    [requests] = bodies(tick.metrics for tick in simulate(cluster))
+    rx = receiver(settings)
+    got: list[tuple[str, str, str, int | None, str]] = []
+    rx.state.alert_listeners.append(lambda alerts: got.extend(key(a) for a in alerts))
+    sizes: list[int] = []  # each batch's requests, as the intake took them
+    real = rx.processor.process_isolating
+
+    def process_isolating(metrics: Any, logs: Any, *args: Any, **kwargs: Any) -> Output:
+        sizes.append(sum(len(r.payloads) for r in metrics))
+        return real(metrics, logs, *args, **kwargs)
+
+    rx.processor.process_isolating = process_isolating  # type: ignore[method-assign]
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    for payload in requests:
+        while (response := await rx.post(payload)).status_code == 429:  # noqa: ASYNC110 - as Prometheus
+            await asyncio.sleep(0.01)
+        assert response.status_code == 204
+    while not rx.intake.queue.empty() or rx.state.gate.busy:  # noqa: ASYNC110 - the intake's
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+
+    _, _, processor = remote_write_feed(settings)
+    messages = [
+        Message(b, record_time(remote_write.decode(b, 0.0)), TOPIC, 0, k) for k, b in enumerate(requests)
+    ]
+    expected: list[tuple[str, str, str, int | None, str]] = []
+    assert sum(sizes) == len(requests)
+    start = 0
+    for n in sizes:
+        out = processor.process_isolating(
+            runs(messages[start : start + n]), [], backlogged=(), now=time.time()
+        )
+        expected += [key(a) for a in out.alerts]
+        start += n
+    assert expected  # the fault's pre_xid at least
+    assert got == expected
+
+
+def key(a: Alert) -> tuple[str, str, str, int | None, str]:
+    return (a.status, a.kind, a.node, a.gpu, a.starts_at)
+
+
+async def test_a_request_that_breaks_scoring_is_a_dead_letter_and_the_intake_goes_on() -> None:
+    """An exception past the decoder, in the worker thread, costs that request only: it is a dead
+    letter with the stage and the exception, the requests around it are scored, the intake runs on."""
+    rx = receiver()
+    real = rx.processor.pipeline.add_series
+
+    def add_series(ids: Any, ts: Any, values: Any, *args: Any) -> Any:
+        if 666.0 in list(values):
+            raise ValueError("a bug that this value trips")
+        return real(ids, ts, values, *args)
+
+    rx.processor.pipeline.add_series = add_series  # type: ignore[method-assign]
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    t = now_ms()
+    for k, value in enumerate((71.0, 666.0, 72.0)):
+        assert (await rx.post(body(series(GPU, (value, t + 1000 * k))))).status_code == 204
+    while not rx.intake.queue.empty() or rx.state.gate.busy:  # noqa: ASYNC110 - the intake's
+        await asyncio.sleep(0.01)
+    assert not run.done()  # still taking requests
+    assert (await rx.post(body(series(GPU, (73.0, t + 3000))))).status_code == 204
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    assert rx.count("prexid_dead_letters_total", reason="processing_error") == 1
+    assert rx.count("prexid_samples_total") == 3

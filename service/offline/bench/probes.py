@@ -15,6 +15,11 @@ answering both. So:
    that showed them all); "idle" those sent from 1 s after it had read all of it. Per round and path:
    p50, p99 and the longest answer, busy over idle (the ratio), and how many `/healthz` answers took
    longer than the helm liveness timeout. The replica's rate is taken from 5% to 95% of the backlog.
+
+`--feed remote-write`: the same for a replica in `remote_write = "local"` mode (no broker), sent the
+same traffic as Prometheus's remote_write queue sends it (`remote_write_load.py`: `SENDERS` shards by
+node, each posting its requests of at most 2000 samples in order, one at a time, waiting `Retry-After`
+on a 429); "records" are then requests (each one `prexid_messages_total`).
 The figures are printed; nothing here asserts them. Each round is bounded (`RUN_LIMIT_S`).
 """
 
@@ -22,21 +27,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import numpy as np
 import orjson
-from aiokafka.admin import AIOKafkaAdminClient
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from prexid.service.offline.bench import e2e_load as load
+from prexid.service.offline.bench import remote_write_load as rw
 
 PARTITIONS = 4
 CLUSTERS = 128
@@ -47,6 +54,7 @@ IDLE_S = 5.0
 RUN_LIMIT_S = 300.0
 LIVENESS_TIMEOUT_S = 3.0  # helm/prexid/templates/deployment.yaml
 PATHS = {"/healthz": 0.1, "/metrics": 0.25}  # path -> pause after each answer
+SENDERS = 4  # remote-write feed: Prometheus's queue adds shards (senders) as it falls behind
 REQUEST_TIMEOUT_S = 120.0  # far past any probe's: the bench measures how long, it does not give up
 
 
@@ -107,17 +115,19 @@ def first(p: Progressed, at_least: float) -> int | None:
     return next((i for i, n in enumerate(p.read) if n >= at_least), None)
 
 
-async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[str, Any]:
-    """A fresh replica reads the backlog from the start while both paths are asked; then idles."""
-    group = f"bench-probes-{uuid.uuid4().hex[:6]}"
-    [replica] = await load.start_replicas(load.replica_env(bootstrap, topics, group), 1)
+Feed = Callable[
+    [httpx.AsyncClient, str], Coroutine[Any, Any, None]
+]  # sends the replica its records (client, base URL)
+
+
+async def measure(replica: load.Replica, total: float, feed: Feed | None = None) -> dict[str, Any]:
+    """Both paths asked while `replica` reads `total` records (`feed`, if given, sends them once it is
+    up), then while it idles; the busy window, its rate, and each path's busy and idle answers."""
     samples = {path: Samples() for path in PATHS}
     progressed = Progressed()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     tasks: list[asyncio.Task[None]] = []
-    try:
-        async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+    async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+        try:
             await up(client, replica.port)
             base = f"http://127.0.0.1:{replica.port}"
             tasks = [
@@ -126,15 +136,15 @@ async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[
                 )
                 for path, pause in PATHS.items()
             ]
+            if feed is not None:
+                tasks.append(asyncio.create_task(feed(client, base)))
             while first(progressed, total) is None:  # noqa: ASYNC110 - the replica's state
                 await asyncio.sleep(0.2)
             await asyncio.sleep(1.0 + IDLE_S)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await admin.close()
-        await load.stop_replicas([replica])
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     began, done = first(progressed, 1), first(progressed, total)
     low, high = first(progressed, 0.05 * total), first(progressed, 0.95 * total)
     if began is None or done is None or low is None or high is None or high <= low:
@@ -154,6 +164,16 @@ async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[
     return result
 
 
+async def one_round(bootstrap: str, topics: dict[str, str], total: int) -> dict[str, Any]:
+    """A fresh replica reads the backlog from the start while both paths are asked; then idles."""
+    group = f"bench-probes-{uuid.uuid4().hex[:6]}"
+    [replica] = await load.start_replicas(load.replica_env(bootstrap, topics, group), 1)
+    try:
+        return await measure(replica, total)
+    finally:
+        await load.stop_replicas([replica])
+
+
 async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progress) -> dict[str, Any]:
     step = progress.add_task("starting Kafka", total=2 + repeats)
     broker = load.Broker(bootstrap)
@@ -165,11 +185,56 @@ async def run(bootstrap: str | None, nodes: int, repeats: int, progress: Progres
         _, figures = await load.produce_backlog(bootstrap, topics, shape, progress, step)
         results |= figures
         total = figures["records"]
+        results["setup"] = (
+            f"{total:,} records; {figures['gpus']:,} GPUs on {figures['nodes']:,} nodes; "
+            f"{PARTITIONS} partitions, one replica reading them from the start"
+        )
         for i in range(repeats):
             progress.update(step, advance=1, description=f"round {i + 1} of {repeats}")
             results["rounds"].append(await one_round(bootstrap, topics, total))
     finally:
         broker.stop()
+    return results
+
+
+def local_replica_env() -> dict[str, str]:
+    """A replica in `remote_write = "local"` mode: its feed is its own HTTP intake, no broker."""
+    return {**os.environ, "PREXID_REMOTE_WRITE": "local", "PREXID_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+
+
+async def one_round_remote_write(shards: list[list[bytes]]) -> dict[str, Any]:
+    """A fresh local-mode replica is sent every request (`SENDERS` at once) while both paths are
+    asked; then idles."""
+    [replica] = await load.start_replicas(local_replica_env(), 1)
+    throttled: list[int] = []
+
+    async def feed(client: httpx.AsyncClient, base: str) -> None:
+        await asyncio.gather(*(rw.send(client, base + "/api/v1/write", s, throttled) for s in shards))
+
+    try:
+        result = await measure(replica, sum(map(len, shards)), feed)
+    finally:
+        await load.stop_replicas([replica])
+    return result | {"throttled": len(throttled)}
+
+
+async def run_remote_write(nodes: int, repeats: int, progress: Progress) -> dict[str, Any]:
+    step = progress.add_task("making traffic", total=1 + repeats)
+    ticks = load.traffic(CLUSTERS, TICKS * 15.0, nodes)
+    shards = rw.bodies(([payload for _, payload in t.metrics] for t in ticks), SENDERS)
+    requests = sum(map(len, shards))
+    samples = sum(len(t.metrics) for t in ticks)
+    results: dict[str, Any] = {
+        "records": requests,
+        "samples": samples,
+        "setup": f"{requests:,} remote_write requests of {samples:,} samples from {SENDERS} senders; "
+        f"{CLUSTERS * nodes * 8:,} GPUs on {CLUSTERS * nodes:,} nodes; one replica, "
+        'remote_write = "local"',
+        "rounds": [],
+    }
+    for i in range(repeats):
+        progress.update(step, advance=1, description=f"round {i + 1} of {repeats}")
+        results["rounds"].append(await one_round_remote_write(shards))
     return results
 
 
@@ -219,10 +284,7 @@ def figures(r: dict[str, Any]) -> dict[str, Any]:
 
 def report(r: dict[str, Any], console: Console) -> None:
     rounds = r["rounds"]
-    table = Table(
-        title=f"prexid bench probes ({r['records']:,} records; {r['gpus']:,} GPUs on {r['nodes']:,} nodes; "
-        f"{PARTITIONS} partitions, one replica reading them from the start; {len(rounds)} rounds)"
-    )
+    table = Table(title=f"prexid bench probes ({r['setup']}; {len(rounds)} rounds)")
     for col in ("measure", "value", "target"):
         table.add_column(col)
     busy_s = " / ".join(f"{x['busy_s']:.1f} s at {x['rate']:,.0f} rec/s" for x in rounds)
@@ -244,15 +306,21 @@ def report(r: dict[str, Any], console: Console) -> None:
         " / ".join(f"{n} of {len(x['/healthz']['busy'])}" for n, x in zip(slow, rounds, strict=True)),
         "0",
     )
+    if "throttled" in rounds[0]:  # remote_write: requests answered 429 (queue full), then sent again
+        table.add_row(
+            "requests answered 429, sent again", " / ".join(f"{x['throttled']:,}" for x in rounds), ""
+        )
     console.print(table)
 
 
 def cmd_bench_probes(args: argparse.Namespace) -> int:
     console = Console()
+    nodes = getattr(args, "nodes", NODES)
     with Progress(console=console, transient=True) as progress:
-        results = asyncio.run(
-            run(getattr(args, "bootstrap", None), getattr(args, "nodes", NODES), REPEATS, progress)
-        )
+        if getattr(args, "feed", "kafka") == "remote-write":
+            results = asyncio.run(run_remote_write(nodes, REPEATS, progress))
+        else:
+            results = asyncio.run(run(getattr(args, "bootstrap", None), nodes, REPEATS, progress))
     report(results, console)
     console.print_json(orjson.dumps(figures(results)).decode())
     return 0
