@@ -205,8 +205,8 @@ class DetectorBank:
             np.minimum(smallest, p, out=smallest)
         if creep is not None:
             won = creep <= np.minimum(smallest, 0.5)  # the creep's evidence is the strongest
-            if won.any():
-                rising[won] = self.drift.rising(ids[won])
+            if won.any():  # read for every series by slice: cheaper than a gather of the winners
+                np.copyto(rising, self.drift.rising(ids), where=won)
         return np.minimum(smallest * len(dets), 1.0)
 
     def _rising(self, kind: Kind, ids: Ids, ts: Floats, values: Floats) -> NDArray[np.bool_]:

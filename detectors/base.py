@@ -323,15 +323,42 @@ def pick(mask: NDArray[np.bool_], a: Floats | float, b: Floats | float) -> Float
 def half_life_weight(dt: Floats, half_life: float) -> Floats:
     """`1 - 2**(-dt / half_life)`, the weight of a new sample after `dt` seconds; one exp2 for the
     whole batch when every series has the same `dt` (a scrape), the usual case."""
-    if len(dt) > 1 and dt[0] == dt[-1] and bool((dt == dt[0]).all()):
-        return np.full(len(dt), 1.0 - np.exp2(-dt[:1] / half_life)[0])
+    w = uniform_weight(dt, half_life)
+    if w is not None:
+        return np.full(len(dt), w)
     return np.asarray(1.0 - np.exp2(-dt / half_life))
+
+
+def uniform_weight(dt: Floats, half_life: float) -> float | None:
+    """`half_life_weight` as one number when every series of the batch has the same `dt` (a scrape),
+    else None."""
+    if len(dt) > 1 and dt[0] == dt[-1] and bool((dt == dt[0]).all()):
+        return float(1.0 - np.exp2(-dt[:1] / half_life)[0])
+    return None
+
+
+def ewma_weight(dt: Floats, half_life: float, n: Floats, plus: float = 0.0) -> Floats | float:
+    """`np.maximum(half_life_weight(dt, half_life), 1 / np.maximum(n + plus, 1))`: an EWMA's weight, at
+    least a running mean's over its `n + plus` samples (a young series learns at the mean's pace).
+
+    Once every series of a scrape has seen enough samples that the mean's weight is the smaller, that
+    is the scrape's one weight, returned as a number: the batch's passes for the mean's weight and the
+    maximum are skipped, and callers' arithmetic with it gives the same bits (the maximum picks it)."""
+    w = uniform_weight(dt, half_life)
+    if w is not None and len(n):
+        least = float(n.min()) + plus  # fl(n + plus) is monotone in n: the smallest n has the largest 1/n
+        if least == least and 1.0 / max(least, 1.0) <= w:
+            return w
+    return np.maximum(half_life_weight(dt, half_life), 1.0 / np.maximum(n + plus if plus else n, 1.0))
 
 
 def floored_sigma(sigma: Floats, level: Floats, rel_floor: float, abs_floor: float) -> Floats:
     """`sigma`, at least `rel_floor` of |level| and `abs_floor`: a series that has not moved yet (a
     spread of 0) must not make its first small wiggle infinitely surprising."""
-    return np.maximum(sigma, np.maximum(rel_floor * np.abs(level), abs_floor))
+    floor = np.abs(level)
+    floor *= rel_floor
+    np.maximum(floor, abs_floor, out=floor)
+    return np.maximum(sigma, floor, out=floor)
 
 
 NESTED = 1 << 63  # in a blob's length prefix: its content is blobs too

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, floored_sigma, half_life_weight, pick, rows
+from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, ewma_weight, floored_sigma, pick, rows
 from prexid.detectors.calibration import Calibrated
 
 
@@ -51,18 +51,20 @@ class RobustDeviation(Calibrated):
         first = ok & (n == 0)
         with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
             dev = x - center
+            size = np.abs(dev)
         sigma = floored_sigma(MAD_TO_SIGMA * mad, center, self.rel_floor, self.abs_floor)
         judged = ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
-            z = pick(judged, np.abs(dev) / sigma, np.nan)
+            z = pick(judged, size / sigma, np.nan)
         p = self.calibrator.score(at, z)
 
         dt = pick(np.isfinite(last), ts - last, 0.0)
-        alpha = np.maximum(half_life_weight(dt, self.half_life_s), 1.0 / np.maximum(n + 1.0, 1.0))
+        alpha = ewma_weight(dt, self.half_life_s, n, plus=1.0)
         limit = self.clip_sigmas * sigma
         step = np.clip(dev, -limit, limit)
         new_center = pick(first, x, center + alpha * step)
-        new_mad = pick(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
+        np.minimum(size, limit, out=size)
+        new_mad = pick(first, 0.0, mad + alpha * (size - mad))
 
         st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p
