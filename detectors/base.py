@@ -11,6 +11,8 @@ import base64
 import io
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import ClassVar, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
 import numpy as np
@@ -213,8 +215,33 @@ def rows(ids: Ids) -> Index:
     order), else as they are: state arrays are then read as views and written as block copies, which
     costs a fifth of a gather or scatter by index array.
 
-    A slice read is a view: callers read every field they need before writing any of them.
+    A slice read is a view: callers read every field they need before writing any of them. Inside
+    `batch_rows(ids)` the answer for that very array is known, and not looked for again.
     """
+    known = _BATCH.get()
+    if known is not None and known[0] is ids:
+        return known[1]
+    return _rows(ids)
+
+
+@contextmanager
+def batch_rows(ids: Ids) -> Iterator[Index]:
+    """`rows(ids)`, worked out once for every detector a batch passes through (each asks again, and the
+    ascending check is a pass over the ids): inside the block, `rows`, `_increasing` and
+    `_all_distinct` of this same array object answer from it. The array must not change meanwhile, as
+    for any function reading it."""
+    at = _rows(ids)
+    token = _BATCH.set((ids, at))
+    try:
+        yield at
+    finally:
+        _BATCH.reset(token)
+
+
+_BATCH: ContextVar[tuple[Ids, Index] | None] = ContextVar("prexid_batch_rows", default=None)
+
+
+def _rows(ids: Ids) -> Index:
     n = len(ids)
     if n == 0:
         return ids
@@ -276,6 +303,9 @@ def by_rounds(
 
 
 def _increasing(ids: Ids) -> bool:
+    known = _BATCH.get()
+    if known is not None and known[0] is ids and isinstance(known[1], slice):
+        return True
     return bool((ids[1:] > ids[:-1]).all())
 
 
