@@ -367,17 +367,21 @@ def uniform_weight(dt: Floats, half_life: float) -> float | None:
     return None
 
 
-def ewma_weight(dt: Floats, half_life: float, n: Floats, plus: float = 0.0) -> Floats | float:
+def ewma_weight(
+    dt: Floats, half_life: float, n: Floats, plus: float = 0.0, least: float | None = None
+) -> Floats | float:
     """`np.maximum(half_life_weight(dt, half_life), 1 / np.maximum(n + plus, 1))`: an EWMA's weight, at
     least a running mean's over its `n + plus` samples (a young series learns at the mean's pace).
 
     Once every series of a scrape has seen enough samples that the mean's weight is the smaller, that
     is the scrape's one weight, returned as a number: the batch's passes for the mean's weight and the
-    maximum are skipped, and callers' arithmetic with it gives the same bits (the maximum picks it)."""
+    maximum are skipped, and callers' arithmetic with it gives the same bits (the maximum picks it).
+    `least`: `n.min()`, when the caller has it already."""
     w = uniform_weight(dt, half_life)
     if w is not None and len(n):
-        least = float(n.min()) + plus  # fl(n + plus) is monotone in n: the smallest n has the largest 1/n
-        if least == least and 1.0 / max(least, 1.0) <= w:
+        # fl(n + plus) is monotone in n: the smallest n has the largest 1/n
+        fewest = (float(n.min()) if least is None else least) + plus
+        if fewest == fewest and 1.0 / max(fewest, 1.0) <= w:
             return w
     return np.maximum(half_life_weight(dt, half_life), 1.0 / np.maximum(n + plus if plus else n, 1.0))
 

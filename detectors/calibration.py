@@ -131,7 +131,7 @@ class TailCalibrator(ArrayState):
         self, ids: Index, scores: Floats, p: Floats, finite: NDArray[np.bool_], above: NDArray[np.bool_]
     ) -> None:
         st = self.state
-        st["count"][ids] += finite
+        st["count"][ids] += 1.0 if finite.all() else finite  # the same sums; no cast of the mask
         busy = np.flatnonzero(finite & (above | (st["ek"][ids] > 0.0)))
         if len(busy):
             self._episodes(subset(ids, busy), scores[busy], p[busy])
