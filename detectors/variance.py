@@ -63,18 +63,28 @@ class VarianceShift(Calibrated):
         paired = ok & np.isfinite(prev)  # a difference exists: the series' second sample on
         with np.errstate(invalid="ignore"):
             d2 = pick(paired, (x - prev) ** 2, 0.0)
-        warm = n >= self.warmup
+        least = float(n.min())  # usually every series is past the warm-up and the count's pace: no masks
+        warm = None if least >= self.warmup else n >= self.warmup
         ref = np.maximum(long, self.abs_floor)
-        d2 = pick(warm, np.minimum(d2, self.clip2 * ref), d2)  # clip only once the reference is learned
+        d2 = (
+            np.minimum(d2, self.clip2 * ref)
+            if warm is None
+            else pick(warm, np.minimum(d2, self.clip2 * ref), d2)
+        )
         dt = pick(np.isfinite(last), ts - last, 0.0)
         # n - 1 differences seen before this one; numbers, not arrays, once every series is past its first
         # hours (a scrape's one dt): then so are h and its root below
-        a_short = ewma_weight(dt, self.short_half_life_s, n)
-        a_long = ewma_weight(dt, self.long_half_life_s, n)
+        a_short = ewma_weight(dt, self.short_half_life_s, n, least=least)
+        a_long = ewma_weight(dt, self.long_half_life_s, n, least=least)
         new_short = short + a_short * (d2 - short)
         # judged once the reference remembers `ref_memory` times more than the short mean: before, the
-        # long EWMA is still the running mean of the few samples seen, as quick as the short one
-        judged = paired & warm & (n * a_short >= self.ref_memory) & (long > self.abs_floor)
+        # long EWMA is still the running mean of the few samples seen, as quick as the short one (with one
+        # weight for the scrape, fl(n * a) grows with n: the fewest samples decide for all)
+        judged = paired & (long > self.abs_floor)
+        if warm is not None:
+            judged &= warm
+        if not (isinstance(a_short, float) and least * a_short >= self.ref_memory):
+            judged &= n * a_short >= self.ref_memory
         if judged.any():
             p = self.calibrator.score(at, self._z(judged, a_short, a_long, new_short, ref))
         else:  # nothing to judge (a fleet's first hours): the calibrator would learn nothing either
