@@ -376,13 +376,17 @@ def ewma_weight(
     Once every series of a scrape has seen enough samples that the mean's weight is the smaller, that
     is the scrape's one weight, returned as a number: the batch's passes for the mean's weight and the
     maximum are skipped, and callers' arithmetic with it gives the same bits (the maximum picks it).
+    So is a scrape's whose series have all seen as many samples (they started together).
     `least`: `n.min()`, when the caller has it already."""
     w = uniform_weight(dt, half_life)
     if w is not None and len(n):
         # fl(n + plus) is monotone in n: the smallest n has the largest 1/n
-        fewest = (float(n.min()) if least is None else least) + plus
+        nmin = float(n.min()) if least is None else least
+        fewest = nmin + plus
         if fewest == fewest and 1.0 / max(fewest, 1.0) <= w:
             return w
+        if nmin == float(n.max()):  # series that started together: one count, one weight
+            return max(w, 1.0 / max(fewest, 1.0))
     return np.maximum(half_life_weight(dt, half_life), 1.0 / np.maximum(n + plus if plus else n, 1.0))
 
 
