@@ -204,10 +204,10 @@ def _river_step(models: list[Any], x: float) -> None:
 
 def river_contender(n: int) -> Contender:
     """One list of river models per series, every sample through Python; timed on `n` series."""
+    x = scrapes(n, WARM_SCRAPES + TIMED_SCRAPES)  # the input, made before memory is traced: not state
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     models = [river_models() for _ in range(n)]
-    x = scrapes(n, WARM_SCRAPES + TIMED_SCRAPES)
     for row in x[:WARM_SCRAPES]:
         for m, v in zip(models, row.tolist(), strict=True):
             _river_step(m, v)
