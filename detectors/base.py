@@ -11,6 +11,8 @@ import base64
 import io
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import ClassVar, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
 import numpy as np
@@ -213,8 +215,33 @@ def rows(ids: Ids) -> Index:
     order), else as they are: state arrays are then read as views and written as block copies, which
     costs a fifth of a gather or scatter by index array.
 
-    A slice read is a view: callers read every field they need before writing any of them.
+    A slice read is a view: callers read every field they need before writing any of them. Inside
+    `batch_rows(ids)` the answer for that very array is known, and not looked for again.
     """
+    known = _BATCH.get()
+    if known is not None and known[0] is ids:
+        return known[1]
+    return _rows(ids)
+
+
+@contextmanager
+def batch_rows(ids: Ids) -> Iterator[Index]:
+    """`rows(ids)`, worked out once for every detector a batch passes through (each asks again, and the
+    ascending check is a pass over the ids): inside the block, `rows`, `_increasing` and
+    `_all_distinct` of this same array object answer from it. The array must not change meanwhile, as
+    for any function reading it."""
+    at = _rows(ids)
+    token = _BATCH.set((ids, at))
+    try:
+        yield at
+    finally:
+        _BATCH.reset(token)
+
+
+_BATCH: ContextVar[tuple[Ids, Index] | None] = ContextVar("prexid_batch_rows", default=None)
+
+
+def _rows(ids: Ids) -> Index:
     n = len(ids)
     if n == 0:
         return ids
@@ -276,6 +303,9 @@ def by_rounds(
 
 
 def _increasing(ids: Ids) -> bool:
+    known = _BATCH.get()
+    if known is not None and known[0] is ids and isinstance(known[1], slice):
+        return True
     return bool((ids[1:] > ids[:-1]).all())
 
 
@@ -323,15 +353,50 @@ def pick(mask: NDArray[np.bool_], a: Floats | float, b: Floats | float) -> Float
 def half_life_weight(dt: Floats, half_life: float) -> Floats:
     """`1 - 2**(-dt / half_life)`, the weight of a new sample after `dt` seconds; one exp2 for the
     whole batch when every series has the same `dt` (a scrape), the usual case."""
-    if len(dt) > 1 and dt[0] == dt[-1] and bool((dt == dt[0]).all()):
-        return np.full(len(dt), 1.0 - np.exp2(-dt[:1] / half_life)[0])
+    w = uniform_weight(dt, half_life)
+    if w is not None:
+        return np.full(len(dt), w)
     return np.asarray(1.0 - np.exp2(-dt / half_life))
+
+
+def uniform_weight(dt: Floats, half_life: float) -> float | None:
+    """`half_life_weight` as one number when every series of the batch has the same `dt` (a scrape),
+    else None."""
+    if len(dt) > 1 and dt[0] == dt[-1] and bool((dt == dt[0]).all()):
+        return float(1.0 - np.exp2(-dt[:1] / half_life)[0])
+    return None
+
+
+def ewma_weight(
+    dt: Floats, half_life: float, n: Floats, plus: float = 0.0, least: float | None = None
+) -> Floats | float:
+    """`np.maximum(half_life_weight(dt, half_life), 1 / np.maximum(n + plus, 1))`: an EWMA's weight, at
+    least a running mean's over its `n + plus` samples (a young series learns at the mean's pace).
+
+    Once every series of a scrape has seen enough samples that the mean's weight is the smaller, that
+    is the scrape's one weight, returned as a number: the batch's passes for the mean's weight and the
+    maximum are skipped, and callers' arithmetic with it gives the same bits (the maximum picks it).
+    So is a scrape's whose series have all seen as many samples (they started together).
+    `least`: `n.min()`, when the caller has it already."""
+    w = uniform_weight(dt, half_life)
+    if w is not None and len(n):
+        # fl(n + plus) is monotone in n: the smallest n has the largest 1/n
+        nmin = float(n.min()) if least is None else least
+        fewest = nmin + plus
+        if fewest == fewest and 1.0 / max(fewest, 1.0) <= w:
+            return w
+        if nmin == float(n.max()):  # series that started together: one count, one weight
+            return max(w, 1.0 / max(fewest, 1.0))
+    return np.maximum(half_life_weight(dt, half_life), 1.0 / np.maximum(n + plus if plus else n, 1.0))
 
 
 def floored_sigma(sigma: Floats, level: Floats, rel_floor: float, abs_floor: float) -> Floats:
     """`sigma`, at least `rel_floor` of |level| and `abs_floor`: a series that has not moved yet (a
     spread of 0) must not make its first small wiggle infinitely surprising."""
-    return np.maximum(sigma, np.maximum(rel_floor * np.abs(level), abs_floor))
+    floor = np.abs(level)
+    floor *= rel_floor
+    np.maximum(floor, abs_floor, out=floor)
+    return np.maximum(sigma, floor, out=floor)
 
 
 NESTED = 1 << 63  # in a blob's length prefix: its content is blobs too

@@ -131,8 +131,10 @@ class TailCalibrator(ArrayState):
         self, ids: Index, scores: Floats, p: Floats, finite: NDArray[np.bool_], above: NDArray[np.bool_]
     ) -> None:
         st = self.state
-        st["count"][ids] += finite
-        busy = np.flatnonzero(finite & (above | (st["ek"][ids] > 0.0)))
+        every = bool(finite.all())
+        st["count"][ids] += 1.0 if every else finite  # the same sums; no cast of the mask
+        open_ = above | (st["ek"][ids] > 0.0)
+        busy = np.flatnonzero(open_ if every else finite & open_)
         if len(busy):
             self._episodes(subset(ids, busy), scores[busy], p[busy])
 

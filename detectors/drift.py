@@ -109,7 +109,11 @@ class DriftCusum(Calibrated):
         """Whether each series' creep is upward (its upper sum leads): a slow climb read on quantised
         values sits below its level detector's baseline as often as above it, so only the CUSUM knows
         which way it drifts."""
-        return np.asarray(self.state.read("hi", ids) >= self.state.read("lo", ids))
+        st = self.state
+        if len(ids) and int(ids.max()) < st.capacity:  # every series known: views, no copies
+            at = rows(ids)
+            return np.asarray(st["hi"][at] >= st["lo"][at])
+        return np.asarray(st.read("hi", ids) >= st.read("lo", ids))
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Fold each sample into its series' open batch; a batch `batch_s` old closes into the CUSUM."""

@@ -61,9 +61,12 @@ class Flatline(ByRounds, ArrayDetector):
         ok = np.isfinite(x) & (ts > last)
         same = ok & (x == prev) & (x != 0.0)  # zero is a resting value (idle GPU, no traffic), not stuck
         run = pick(same, run + 1.0, pick(ok, 0.0, run))
-        judged = np.flatnonzero(ok & (n - run >= self.warmup) & (run >= self.min_repeats))  # moved before
+        long_run = run >= self.min_repeats  # rare: then only are the other conditions asked
+        judged = np.zeros(0, dtype=np.intp)
+        if long_run.any():
+            judged = np.flatnonzero(ok & (n - run >= self.warmup) & long_run)
         p = np.ones(len(ids), dtype=np.float64)
-        if len(judged):  # a run long enough to judge is rare: the power is paid only there
+        if len(judged):  # a run long enough to judge is rare: the power is paid only there (moved before)
             q = hits[judged] / seen[judged]
             p[judged] = np.maximum(q ** run[judged], P_FLOOR)
 

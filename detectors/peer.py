@@ -208,7 +208,7 @@ class PeerDeviation(ByRounds, ArrayState):
         now = float(ts.max() if every else ts[scored].max())
         if self._width and 2 * len(ids) >= len(self._order):  # most groups touched: all of them at once
             median, spread, count = self._equal_group_stats(now)
-            slot = np.maximum(group, 0)  # the stats' row is the group id
+            slot = group if every else np.maximum(group, 0)  # the stats' row is the group id (>= 0 if scored)
             touched = np.arange(len(median), dtype=np.int64)
         else:
             touched = np.flatnonzero(np.bincount(group[scored])).astype(np.int64)
@@ -218,7 +218,9 @@ class PeerDeviation(ByRounds, ArrayState):
             slot = position[np.maximum(group, 0)]
         if self._outside is not None:
             self._join_outside(touched, now, median, spread, count)
-        scored &= (count >= self.min_peers)[slot]  # per group first, then one gather per sample
+        enough = count >= self.min_peers  # per group first, then one gather per sample (if some lack)
+        if not enough.all():
+            scored &= enough[slot]
         med, scale = median[slot], np.maximum(np.maximum(np.abs(median), spread), 1e-9)[slot]
         if scored.all():
             resid = (x - med) / scale

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, floored_sigma, half_life_weight, pick, rows
+from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, ewma_weight, floored_sigma, pick, rows
 from prexid.detectors.calibration import Calibrated
 
 
@@ -48,21 +48,26 @@ class RobustDeviation(Calibrated):
         st, at = self.state, rows(ids)
         center, mad, n, last = st["center"][at], st["mad"][at], st["n"][at], st["last_ts"][at]
         ok = np.isfinite(x) & (ts >= last)  # non-finite and out-of-order samples are not folded in
-        first = ok & (n == 0)
+        least = float(n.min())  # usually every series is past its first sample and warm-up: no masks
+        first = None if least > 0.0 else ok & (n == 0)
         with np.errstate(invalid="ignore"):  # ±Inf samples: scored as nothing, below
             dev = x - center
+            size = np.abs(dev)
         sigma = floored_sigma(MAD_TO_SIGMA * mad, center, self.rel_floor, self.abs_floor)
-        judged = ok & (n >= self.warmup)
+        judged = ok if least >= self.warmup else ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
-            z = pick(judged, np.abs(dev) / sigma, np.nan)
+            z = pick(judged, size / sigma, np.nan)
         p = self.calibrator.score(at, z)
 
         dt = pick(np.isfinite(last), ts - last, 0.0)
-        alpha = np.maximum(half_life_weight(dt, self.half_life_s), 1.0 / np.maximum(n + 1.0, 1.0))
+        alpha = ewma_weight(dt, self.half_life_s, n, plus=1.0, least=least)
         limit = self.clip_sigmas * sigma
         step = np.clip(dev, -limit, limit)
-        new_center = pick(first, x, center + alpha * step)
-        new_mad = pick(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
+        new_center = center + alpha * step
+        np.minimum(size, limit, out=size)
+        new_mad = mad + alpha * (size - mad)
+        if first is not None:
+            new_center, new_mad = pick(first, x, new_center), pick(first, 0.0, new_mad)
 
         st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
         return p

@@ -65,8 +65,8 @@ class Staleness(ArrayDetector):
         """Record arrivals (any value, even NaN: the exporter is alive); evidence comes from `sweep`."""
         if len(ids):
             self.state.ensure(int(ids.max()))
-            for idx in unique_rounds(ids, ts):
-                self._arrive(ids[idx], ts[idx])
+            for idx in unique_rounds(ids, ts):  # a batch of distinct series: one round, the ids themselves
+                self._arrive(ids if isinstance(idx, slice) else ids[idx], ts[idx])
         return np.ones(len(ids), dtype=np.float64)
 
     def _arrive(self, ids: Ids, ts: Floats) -> None:

@@ -23,9 +23,12 @@ the short mean nor inflate the reference.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
-from prexid.detectors.base import Floats, Ids, half_life_weight, pick, rows
+from prexid.detectors.base import Floats, Ids, ewma_weight, pick, rows
 from prexid.detectors.calibration import Calibrated
+
+Weight = Floats | float  # an EWMA's weight per series, or the scrape's one weight (`ewma_weight`)
 
 
 class VarianceShift(Calibrated):
@@ -60,23 +63,53 @@ class VarianceShift(Calibrated):
         paired = ok & np.isfinite(prev)  # a difference exists: the series' second sample on
         with np.errstate(invalid="ignore"):
             d2 = pick(paired, (x - prev) ** 2, 0.0)
-        warm = n >= self.warmup
+        least = float(n.min())  # usually every series is past the warm-up and the count's pace: no masks
+        warm = None if least >= self.warmup else n >= self.warmup
         ref = np.maximum(long, self.abs_floor)
-        d2 = pick(warm, np.minimum(d2, self.clip2 * ref), d2)  # clip only once the reference is learned
+        d2 = (
+            np.minimum(d2, self.clip2 * ref)
+            if warm is None
+            else pick(warm, np.minimum(d2, self.clip2 * ref), d2)
+        )
         dt = pick(np.isfinite(last), ts - last, 0.0)
-        count_alpha = 1.0 / np.maximum(n, 1.0)  # n - 1 differences seen before this one
-        a_short = np.maximum(half_life_weight(dt, self.short_half_life_s), count_alpha)
-        a_long = np.maximum(half_life_weight(dt, self.long_half_life_s), count_alpha)
+        # n - 1 differences seen before this one; numbers, not arrays, once every series is past its first
+        # hours (a scrape's one dt): then so are h and its root below
+        a_short = ewma_weight(dt, self.short_half_life_s, n, least=least)
+        a_long = ewma_weight(dt, self.long_half_life_s, n, least=least)
         new_short = short + a_short * (d2 - short)
         # judged once the reference remembers `ref_memory` times more than the short mean: before, the
-        # long EWMA is still the running mean of the few samples seen, as quick as the short one
-        judged = paired & warm & (n * a_short >= self.ref_memory) & (long > self.abs_floor)
+        # long EWMA is still the running mean of the few samples seen, as quick as the short one (with one
+        # weight for the scrape, fl(n * a) grows with n: the fewest samples decide for all)
+        judged = paired & (long > self.abs_floor)
+        if warm is not None:
+            judged &= warm
+        if not (isinstance(a_short, float) and least * a_short >= self.ref_memory):
+            judged &= n * a_short >= self.ref_memory
+        if judged.any():
+            p = self.calibrator.score(at, self._z(judged, a_short, a_long, new_short, ref))
+        else:  # nothing to judge (a fleet's first hours): the calibrator would learn nothing either
+            p = np.ones(len(ids), dtype=np.float64)
+        st.put(at, paired, short=new_short, long=long + a_long * (d2 - long))
+        st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
+        return p
+
+    def _z(
+        self, judged: NDArray[np.bool_], a_short: Weight, a_long: Weight, short: Floats, ref: Floats
+    ) -> Floats:
+        """The one-sided Wilson-Hilferty z of the judged series (NaN elsewhere), computed for them alone:
+        a series younger than a few hours is not judged, and its cube root is not paid for."""
+        if judged.all():
+            return np.maximum(self._wilson_hilferty(a_short, a_long, short, ref), 0.0)
+        z = np.full(len(judged), np.nan)
+        at = np.flatnonzero(judged)
+        part = [a if isinstance(a, float) else a[at] for a in (a_short, a_long)]
+        z[at] = np.maximum(self._wilson_hilferty(part[0], part[1], short[at], ref[at]), 0.0)
+        return z
+
+    @staticmethod
+    def _wilson_hilferty(a_short: Weight, a_long: Weight, short: Floats, ref: Floats) -> Floats:
         # 2 / (9 dof) of the ratio read as a chi-square: the short EWMA's dof, fewer for the reference's own
         # noise and for consecutive differences sharing a point (their squares correlate by 1/4)
         h = (3.0 / 9.0) * (a_short / (2.0 - a_short) + a_long / (2.0 - a_long))
         with np.errstate(divide="ignore", invalid="ignore"):
-            z = (np.cbrt(new_short / ref) - 1.0 + h) / np.sqrt(h)  # Wilson-Hilferty: its right tail
-        p = self.calibrator.score(at, pick(judged, np.maximum(z, 0.0), np.nan))
-        st.put(at, paired, short=new_short, long=long + a_long * (d2 - long))
-        st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
-        return p
+            return np.asarray((np.cbrt(short / ref) - 1.0 + h) / np.sqrt(h))  # Wilson-Hilferty: right tail

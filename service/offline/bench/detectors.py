@@ -40,11 +40,13 @@ from prexid.service.pipeline.series_registry import SeriesRegistry
 STEP = 15.0
 SERIES = 100_000
 GROUP = 8  # GPUs per node: peer groups of 8
-WARM_SCRAPES = 300  # past every detector's warm-up (drift's: 12 five-minute means), so the timed path is
-# the steady-state one
+WARM_SCRAPES = 1100  # 4.6 hours: past every detector's warm-up but the two-day ones (seasonal, trend), so
+# the timed path is the steady-state one: variance_shift judges from 3 / its short EWMA's weight = 1,042
+# scrapes at 15 s (300, before 2026-12-06, timed a bank whose variance detector judged nothing)
 TIMED_SCRAPES = 20  # the same healthy process continued: same series offsets, fresh noise; 20 scrapes
 # are 5 minutes, one batch of drift's means: every pass closes one (best-of would pick passes without)
 BASELINE_SERIES = 200
+TARGET_RATIO = 20  # the bank's samples/s over the river baseline's (issue 16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +204,10 @@ def _river_step(models: list[Any], x: float) -> None:
 
 def river_contender(n: int) -> Contender:
     """One list of river models per series, every sample through Python; timed on `n` series."""
+    x = scrapes(n, WARM_SCRAPES + TIMED_SCRAPES)  # the input, made before memory is traced: not state
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     models = [river_models() for _ in range(n)]
-    x = scrapes(n, WARM_SCRAPES + TIMED_SCRAPES)
     for row in x[:WARM_SCRAPES]:
         for m, v in zip(models, row.tolist(), strict=True):
             _river_step(m, v)
@@ -256,11 +258,17 @@ def report(console: Console, bank: Result, alone: list[Result], river: Result) -
     for r in (bank, *alone, river):
         table.add_row(r.name, f"{r.samples_per_s:,.0f}", f"{r.bytes_per_series:,.0f}", r.note)
     console.print(table)
+    ratio, leaner = bank.samples_per_s / river.samples_per_s, river.bytes_per_series / bank.bytes_per_series
+    met = "met" if ratio >= TARGET_RATIO else "below"
     console.print(
         f"bank ({len(DetectorBank().detectors[Kind.GAUGE])} gauge detectors + staleness) vs river (4 models"
-        f" per series): [bold]{bank.samples_per_s / river.samples_per_s:,.1f}x[/]"
-        f" samples/s (target >= 20x), [bold]{river.bytes_per_series / bank.bytes_per_series:,.1f}x[/] less"
-        f" state per series; bank state {bank.bytes_per_series:,.0f} B/series (target <= 1024)"
+        f" per series), both timed in this run: [bold]{ratio:,.1f}x[/] samples/s (target >= {TARGET_RATIO}x:"
+        f" {met}), [bold]{leaner:,.1f}x[/] less state per series; bank state {bank.bytes_per_series:,.0f}"
+        " B/series (target <= 1024)"
+    )
+    console.print(
+        f"at {WARM_SCRAPES * STEP / 3600:.1f} h of scrapes every detector judges but seasonal_deviation and"
+        " trend_shift (two-day warm-ups: they only learn)"
     )
     none, some = expiry_costs(SERIES)
     scrape = SERIES / bank.samples_per_s  # CPU seconds of one scrape through the bank
