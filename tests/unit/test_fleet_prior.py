@@ -150,7 +150,7 @@ def _replay_counters(partitions: list[list[str]], mode: str = "fleet") -> list[P
 
 def _prior(pipe: Pipeline) -> NDArray[np.float64]:
     prior = pipe.bank.error_counter.prior
-    return np.array([prior.alpha[0], prior.beta[0], prior.bursts_mean[0], prior.errors_mean[0]])
+    return np.array([prior.alpha[0], prior.beta[0], prior.bursts_mean[0], prior.errors_per_burst[0]])
 
 
 def test_partitions_stepped_as_a_fleet_fit_the_prior_one_process_fits() -> None:
