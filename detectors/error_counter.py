@@ -12,13 +12,17 @@ its episode is so far:
   fleet's (empirical Bayes over every series of the same metric: the pooled rate and the spread between
   parts), so a leaky part's usual drip is expected while a clean part's first burst, in a fleet of
   clean parts, is not;
-- that it has grown this large: bursts per episode and errors per episode are geometric with means
+- that it has grown this large: bursts per episode and errors per burst are geometric with means
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does). The
   fleet's bursts are its clustering beyond what each part's own pace strings together by chance
   (`excess`, `chaining`), times the judged part's own chaining: leaky parts' Poisson drips minutes
   apart make most of a fleet's episodes two bursts long, which says nothing of a clean part's SBEs
-  minutes apart (wide-s19's xid63 precursor: each burst was only 3x rarer than the last).
+  minutes apart (wide-s19's xid63 precursor: each burst was only 3x rarer than the last). An
+  episode's errors are then geometric too, with mean bursts an episode times errors a burst (a
+  geometric number of geometric bursts): judged by its past episodes' errors instead, a leaky part
+  whose single SBEs had never chained (mean 1.002 an episode) found six chained by chance at its pace
+  1e-14 and paged (wide-s94, wide-s98), though its bursts tail said 1e-3.
 
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at, once the episode has a
 second burst. One burst is one event however many errors it booked (a link retrain replays hundreds of
