@@ -12,13 +12,17 @@ its episode is so far:
   fleet's (empirical Bayes over every series of the same metric: the pooled rate and the spread between
   parts), so a leaky part's usual drip is expected while a clean part's first burst, in a fleet of
   clean parts, is not;
-- that it has grown this large: bursts per episode and errors per episode are geometric with means
+- that it has grown this large: bursts per episode and errors per burst are geometric with means
   learned from the part's own past episodes, shrunk to the fleet's (so a fleet whose counters tick in
   bursts of five does not page for the next five; a fleet whose episodes are single errors does). The
   fleet's bursts are its clustering beyond what each part's own pace strings together by chance
   (`excess`, `chaining`), times the judged part's own chaining: leaky parts' Poisson drips minutes
   apart make most of a fleet's episodes two bursts long, which says nothing of a clean part's SBEs
-  minutes apart (wide-s19's xid63 precursor: each burst was only 3x rarer than the last).
+  minutes apart (wide-s19's xid63 precursor: each burst was only 3x rarer than the last). An
+  episode's errors are then geometric too, with mean bursts an episode times errors a burst (a
+  geometric number of geometric bursts): judged by its past episodes' errors instead, a leaky part
+  whose single SBEs had never chained (mean 1.002 an episode) found six chained by chance at its pace
+  1e-14 and paged (wide-s94, wide-s98), though its bursts tail said 1e-3.
 
 p = 2 x P(start) x min(P(bursts >= k), P(errors >= e)), two tails looked at, once the episode has a
 second burst. One burst is one event however many errors it booked (a link retrain replays hundreds of
@@ -84,6 +88,12 @@ def geometric_tail(k: Floats, mean: Floats) -> Floats:
     with np.errstate(divide="ignore", invalid="ignore"):
         tail = np.exp(np.maximum(k - 1.0, 0.0) * np.log(stay))
     return np.asarray(np.where(k <= 1.0, 1.0, tail), dtype=np.float64)  # 0 * log(0) is NaN, not 1
+
+
+def per_burst(errors: Floats, bursts: Floats) -> Floats:
+    """Errors a burst (0 where no burst)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(bursts > 0, errors / np.where(bursts > 0, bursts, 1.0), 0.0))
 
 
 class ErrorCounterSurprise(ByRounds, ArrayDetector):
@@ -204,8 +214,8 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             st["episodes"],
             st["exposure"],
             self.excess(st["episodes"], st["bursts"], st["exposure"]),
-            st["errors"],
-            (running, st["cur_bursts"], st["cur_errors"]),
+            per_burst(st["errors"], st["bursts"]),
+            (running, st["cur_bursts"], per_burst(st["cur_errors"], st["cur_bursts"])),
         )
 
     def excess(self, episodes: Floats, bursts: Floats, exposure: Floats) -> Floats:
@@ -350,7 +360,12 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             # judged by the chaining of the leaky parts that make up most of its fleet's episodes
             chained = self.chaining(rate)
             mean_bursts = np.maximum((w * fleet_bursts * chained + bursts_h) / (w + episodes_h), chained)
-            mean_errors = (w * fleet_errors + errors_h) / (w + episodes_h)
+            # an episode's errors are its bursts' (a geometric number of geometric bursts is geometric,
+            # of the product of the means): a burst's errors are the part's own, shrunk to the fleet's at
+            # `fleet_weight` bursts, so a leaky part's single SBEs strung together at its pace are no
+            # more errors than its bursts (judged by its episodes' errors, every one a single SBE
+            # apart, its six in 40 minutes were p 1e-12: wide-s94)
+            mean_errors = mean_bursts * (w * fleet_errors + errors_h) / (w + bursts_h)
             # one burst is one event however many errors it booked (a link retrain replays hundreds of
             # packets at once, a scrub pass finds a row's errors together): its size says nothing yet
             p_size = np.where(

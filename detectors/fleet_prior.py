@@ -1,9 +1,9 @@
 """The error counters' fleet prior over a whole fleet, from per-partition sufficient statistics that merge.
 
 `ErrorCounterSurprise` judges a part's error episodes against a gamma prior of its field's episode rate
-and the field's typical episode size (`FleetPrior`: empirical Bayes, method of moments over every part
-of the field). A partition's pipeline holds only its own nodes, so fitted on its own parts the prior was
-a partition's, not the fleet's: a partition of clean GPUs never learned that the fleet's leaky parts
+and the field's typical episode and burst sizes (`FleetPrior`: empirical Bayes, method of moments over
+every part of the field). A partition's pipeline holds only its own nodes, so fitted on its own parts the
+prior was a partition's, not the fleet's: a partition of clean GPUs never learned that the fleet's leaky parts
 tick, and a replay split into partitions saw slightly other p than one process. So each partition
 reduces its parts to sums per field (`PriorStats`: nine sums, whatever its node count, and its parts'
 typical episode sizes as at most `CAP` order statistics), the partitions' stats are merged
@@ -35,7 +35,8 @@ from prexid.detectors.base import (
 )
 
 CAP = 16  # typical episode sizes kept per field and partition (order statistics beyond); <= 255
-WIRE_VERSION = 2  # v2: a part's bursts an episode are its excess over its own chaining (h22g)
+WIRE_VERSION = 3  # v2: a part's bursts an episode are its excess over its own chaining (h22g); v3: its
+# errors column is errors a burst, not an episode (h23e)
 _DAY = 86400.0
 # per field: series watched, parts with an episode over, parts with a warm-up episode running, exposure,
 # exposure squared, episodes (decayed), episodes^2 / exposure, and the same two with running ones added
@@ -52,9 +53,9 @@ def field_key(name: str) -> int:
 class PriorStats:
     """One partition's (or a merged fleet's) sufficient statistics per field, fields in key order.
 
-    `sizes`: per field, its parts' mean bursts (beyond their own pace's chaining: the caller's
-    `bursts`) and errors an episode (columns 0, 1) for parts with an episode over, or, where it has
-    none, the running warm-up episodes' bursts and errors so far; sorted per column, CSR by `starts`.
+    `sizes`: per field, its parts' mean bursts an episode (beyond their own pace's chaining: the
+    caller's `bursts`) and errors a burst (columns 0, 1) for parts with an episode over, or, where it
+    has none, the running warm-up episodes' so far; sorted per column, CSR by `starts`.
     `stand_for` is how many parts each field's sizes stand for (more than are stored when capped at
     `CAP`)."""
 
@@ -84,12 +85,12 @@ class PriorStats:
         episodes: Floats,
         exposure: Floats,
         bursts: Floats,
-        errors: Floats,
+        per_burst: Floats,
         running: tuple[Floats, Floats, Floats],
     ) -> PriorStats:
         """Stats of parts given by their field's key (< 0: none), decayed episode counts, exposures, their
-        episodes' bursts and errors, and their running episodes (begun in the warm-up: 1, else 0; their
-        bursts and errors so far). Uncapped: `capped` before the wire."""
+        episodes' bursts, their errors a burst, and their running episodes (begun in the warm-up: 1, else
+        0; their bursts so far and errors a burst). Uncapped: `capped` before the wire."""
         known = (key >= 0) & (exposure > 0)
         if not known.any():
             return cls.empty(at, started)
@@ -105,7 +106,7 @@ class PriorStats:
         use = np.where(has_over[f], parts, live)  # a field's sizes: its parts' over, else its running ones
         safe_n = np.where(parts, n, 1.0)
         b = np.where(parts, bursts[known] / safe_n, live_b)
-        r = np.where(parts, errors[known] / safe_n, live_e)
+        r = np.where(parts, per_burst[known], live_e)
         return cls.grouped(at, started, uniq.astype(np.int64), sums, f[use].astype(np.int64), b[use], r[use])
 
     @classmethod
@@ -217,14 +218,15 @@ def merge(parts: Sequence[PriorStats]) -> PriorStats:
 
 
 class FleetPrior:
-    """Gamma prior of the episode rate, and mean episode sizes, per fleet field (method of moments).
+    """Gamma prior of the episode rate, and mean sizes, per fleet field (method of moments).
 
-    Sizes: the median part's mean episode (a failing part's long ramp must not set the fleet's). Rates:
-    pooled m = (episodes + a0) / (exposure + b0), hyperprior `prior_per_day` at `prior_days`
-    weight; the between-part variance v = (sum (n_i - m e_i)^2 / e_i - (N - 1) m) / (E - sum e_i^2 / E)
-    (DerSimonian-Laird for Poisson counts) gives beta = m / v seconds of exposure, at most
-    `max_weight_s` (so a part's own day outweighs the fleet), and alpha = m beta. Fitted from the
-    fleet's sufficient statistics (`PriorStats`), so every partition fits the same prior.
+    Sizes: the median part's bursts an episode and errors a burst (a failing part's long ramp must not
+    set the fleet's). Rates: pooled m = (episodes + a0) / (exposure + b0), hyperprior `prior_per_day`
+    at `prior_days` weight; the between-part variance
+    v = (sum (n_i - m e_i)^2 / e_i - (N - 1) m) / (E - sum e_i^2 / E) (DerSimonian-Laird for Poisson
+    counts) gives beta = m / v seconds of exposure, at most `max_weight_s` (so a part's own day
+    outweighs the fleet), and alpha = m beta. Fitted from the fleet's sufficient statistics
+    (`PriorStats`), so every partition fits the same prior.
 
     Episodes still running that began in the warm-up stand for a field's episodes, rate and sizes
     while none of its episodes is over (parts whose counters started ticking have shown that they do,
@@ -236,13 +238,15 @@ class FleetPrior:
         self, prior_per_day: float, prior_days: float, prior_size: float, max_weight_s: float
     ) -> None:
         self.a0 = prior_per_day * prior_days
-        self.size0 = prior_size  # bursts (and errors) per episode before any is seen, at one episode's weight
+        # bursts an episode and errors a burst before any is seen, at one part's weight: the hyperprior's
+        # episode of `prior_size` bursts books as many errors (one a burst)
+        self.size0 = np.array([prior_size, 1.0])
         self.b0 = prior_days * _DAY
         self.max_weight_s = max_weight_s
         self.alpha = np.zeros(0)
         self.beta = np.zeros(0)
         self.bursts_mean = np.zeros(0)  # bursts per episode, the fleet's
-        self.errors_mean = np.zeros(0)  # errors per episode, the fleet's
+        self.errors_per_burst = np.zeros(0)  # the fleet's
         self.fitted_at = -np.inf  # event time of the last fit
         self.started = np.inf  # refit period of the first sample this prior's detector (or fleet) saw
         self.keys = np.zeros(0, dtype=np.int64)  # each field's fleet key (`field_key`)
@@ -259,7 +263,7 @@ class FleetPrior:
                 "alpha": self.alpha,
                 "beta": self.beta,
                 "bursts_mean": self.bursts_mean,
-                "errors_mean": self.errors_mean,
+                "errors_per_burst": self.errors_per_burst,
                 "fitted_at": np.array([self.fitted_at]),
                 "started": np.array([self.started]),
                 "keys": self.keys.astype(np.float64),
@@ -269,7 +273,7 @@ class FleetPrior:
     def restore(self, data: Stored) -> None:
         arrays = {k: np.asarray(v, dtype=np.float64) for k, v in unpack_arrays(data).items()}
         self.alpha, self.beta = arrays["alpha"], arrays["beta"]
-        self.bursts_mean, self.errors_mean = arrays["bursts_mean"], arrays["errors_mean"]
+        self.bursts_mean, self.errors_per_burst = arrays["bursts_mean"], arrays["errors_per_burst"]
         self.fitted_at = float(arrays["fitted_at"][0])
         self.started = float(arrays["started"][0])
         self.keys = arrays["keys"].astype(np.int64)
@@ -278,7 +282,7 @@ class FleetPrior:
         """The prior of a field with no data: the hyperprior alone."""
         rate = self.a0 / self.b0
         beta = min(self.b0, self.max_weight_s)
-        return rate * beta, beta, self.size0, self.size0
+        return rate * beta, beta, float(self.size0[0]), float(self.size0[1])
 
     def fit(self, stats: PriorStats, keys: Ids) -> None:
         """Refit every local field (field i's fleet key: `keys[i]`) from the fleet's stats (`merge`)."""
@@ -308,15 +312,16 @@ class FleetPrior:
         m0 = self.a0 / self.b0
         self.beta = np.where(hit, beta[pos] if len(beta) else 0.0, self.max_weight_s)
         self.alpha = np.where(hit, (m * beta)[pos] if len(m) else 0.0, m0 * self.max_weight_s)
-        self.bursts_mean = np.where(hit, sizes[pos, 0] if len(sizes) else 0.0, self.size0)
-        self.errors_mean = np.where(hit, sizes[pos, 1] if len(sizes) else 0.0, self.size0)
+        self.bursts_mean = np.where(hit, sizes[pos, 0] if len(sizes) else 0.0, self.size0[0])
+        self.errors_per_burst = np.where(hit, sizes[pos, 1] if len(sizes) else 0.0, self.size0[1])
 
     def warm(self, warmup_s: float) -> bool:
         """Whether the prior has been refitted `warmup_s` after the first sample (its warm-up)."""
         return self.fitted_at - self.started >= warmup_s
 
     def of(self, field: Floats) -> tuple[Floats, Floats, Floats, Floats]:
-        """(alpha, beta, bursts mean, errors mean) for each series' field (-1 or unfitted: the default)."""
+        """(alpha, beta, bursts an episode, errors a burst) for each series' field (-1 or unfitted: the
+        default)."""
         f = field.astype(np.int64)
         fitted = (f >= 0) & (f < len(self.alpha))
         alpha0, beta0, bursts0, errors0 = self.default()
@@ -329,5 +334,5 @@ class FleetPrior:
             pick(self.alpha, alpha0),
             pick(self.beta, beta0),
             pick(self.bursts_mean, bursts0),
-            pick(self.errors_mean, errors0),
+            pick(self.errors_per_burst, errors0),
         )

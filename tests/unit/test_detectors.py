@@ -51,17 +51,19 @@ def test_error_counter_learns_a_series_that_always_grows() -> None:
 
 def test_error_counter_learns_the_bursts_of_a_leaky_part_but_not_a_faster_pace() -> None:
     """A part that has leaked a burst of ~5 errors every twenty minutes for two days is not surprising at
-    its next burst of 8; bursts a minute apart, growing one episode, are, within minutes (the ramp
-    before a link drops)."""
+    its next burst of 8; bursts a minute apart, growing one episode, are once the episode is long for
+    the part's own chaining (half an hour: at three episodes an hour its Poisson pace would string
+    bursts together within the 10-minute gap most of the time; judged by its single-burst episodes'
+    errors instead, nine had paged, and so did a leaky part's drips chained by chance, wide-s94)."""
     rng = np.random.default_rng(1)
     n = 2 * 5760
-    steps = np.zeros((n + 40, 2))
+    steps = np.zeros((n + 124, 2))
     steps[np.arange(40, n, 80), :] = 1 + rng.geometric(0.25, (len(range(40, n, 80)), 2))
     steps[n + 10, 0] = 8.0  # the next burst, on time
-    steps[n + 4 : n + 40 : 4, 1] = 6.0  # bursts every minute
+    steps[n + 4 : n + 124 : 4, 1] = 6.0  # bursts every minute
     p = scores(ErrorCounterSurprise(), np.cumsum(steps, axis=0))
     assert p[n + 10, 0] > 0.01
-    ramp = p[n + 4 : n + 40 : 4, 1]
+    ramp = p[n + 4 : n + 124 : 4, 1]
     assert ramp[0] > 0.01 and ramp[-1] < 1e-5
     clean = scores(ErrorCounterSurprise(), np.cumsum(np.r_[np.zeros(n), [8.0, 0.0, 0.0, 0.0, 8.0]])[:, None])
     assert 1e-6 < clean[-5, 0] < 1e-3  # a clean part's first burst of eight: one event, a vote
@@ -240,6 +242,23 @@ def test_error_counter_a_clean_parts_bursts_are_not_judged_by_its_leaky_parts_ch
     assert p[ramp[:7], 10].min() < 1e-7
     assert p[ramp, 10].min() < 1e-10
     assert p[480:, 1:7].min() > 1e-6  # after two hours
+
+
+def test_error_counter_a_leaky_parts_single_errors_chained_by_chance_are_no_more_errors_than_bursts() -> None:
+    """wide-s94 node-01 GPU 6: a part dripping single SBEs every 20-40 minutes (its episodes single
+    bursts of one error) books eight in 42 minutes, each within the 10-minute gap of the last: one
+    episode. At its pace that is unusual (p ~1e-4), but judged by its episodes' errors (mean 1.002: one
+    each) six errors were 1e-14 and paged. An episode's errors are its bursts' times a burst's errors
+    (one here): no rarer than its bursts. A clean part's same eight SBEs still page (wide-s98's NVLink
+    replays were the same)."""
+    steps = _fleet(leaky=[1, 2, 3], episode=(1,), hours=12)
+    drips = [59, 207, 309, 394, 563, 622, 764, 999, 1081, 1162, 1266, 1416, 1494, 1617, 1693, 1833]
+    chain = [1912, 1947, 1976, 1998, 2007, 2034, 2047, 2081]  # wide-s94's SBE times, in scrapes
+    steps[drips + chain, 10] = 1
+    steps[chain, 20] = 1
+    p = _fleet_scores(steps)
+    assert p[chain, 10].min() > 1e-5
+    assert p[chain, 20].min() < 1e-11
 
 
 @pytest.mark.parametrize("per_hour", [0.5, 2.0, 4.0])

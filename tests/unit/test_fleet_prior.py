@@ -150,7 +150,7 @@ def _replay_counters(partitions: list[list[str]], mode: str = "fleet") -> list[P
 
 def _prior(pipe: Pipeline) -> NDArray[np.float64]:
     prior = pipe.bank.error_counter.prior
-    return np.array([prior.alpha[0], prior.beta[0], prior.bursts_mean[0], prior.errors_mean[0]])
+    return np.array([prior.alpha[0], prior.beta[0], prior.bursts_mean[0], prior.errors_per_burst[0]])
 
 
 def test_partitions_stepped_as_a_fleet_fit_the_prior_one_process_fits() -> None:
@@ -167,3 +167,17 @@ def test_partitions_stepped_as_a_fleet_fit_the_prior_one_process_fits() -> None:
     assert judged[1].bank.error_counter.prior.bursts_mean[0] > 2.0
     alone = _replay_counters(halves, "alone")
     assert alone[1].bank.error_counter.prior.bursts_mean[0] < 1.5  # the partition-local prior
+
+
+def test_the_fleet_prior_keeps_a_bursts_errors_and_a_cold_fleets_episode_books_one_a_burst() -> None:
+    """The fleet's second size is errors a burst (its episodes' errors are their bursts' times that, so a
+    leaky part's chained single errors are no more errors than bursts): the median leaky part's
+    episode of five bursts books 12 errors, 2.4 a burst, shrunk to the hyperprior's one at one part's
+    weight. The hyperprior's episode is 1.25 bursts of one error each: 1.25 errors, as before."""
+    x = _bursty_fleet()
+    det = ErrorCounterSurprise()
+    det.set_fields(np.arange(64, dtype=np.int64), np.zeros(64, dtype=np.int64))
+    for t, row in enumerate(x):
+        det.update(np.arange(64, dtype=np.int64), np.full(64, t * STEP), row)
+    assert det.prior.errors_per_burst[0] == pytest.approx((1.0 + 16 * 2.4) / 17, rel=0.02)
+    assert det.prior.default()[2:] == (1.25, 1.0)
