@@ -316,18 +316,25 @@ class Hold:
         raise AssertionError("no batch was processed")
 
 
-async def test_requests_are_scored_off_the_loop_which_answers_probes_and_queues_meanwhile() -> None:
-    """A batch of requests in the worker thread: the loop answers the probes and `/metrics`, queues
-    the next request and answers the one after 429 (the queue is full); a reader of the pipelines
-    waits for the batch. Scored on the loop, nothing is answered until the batch ends."""
-    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=1))
-    rx.state.ready = True  # as `prexid run` has it: requests are the feed
+async def held_first_batch(rx: Receiver) -> tuple[Hold, int, asyncio.Task[None]]:
+    """One request taken (204) and the intake running, its batch held in the worker thread: the hold,
+    the request's time (ms) and the intake's task."""
     hold = Hold()
     hold.around(rx.processor)
     t = now_ms()
     assert (await rx.post(body(series(GPU, (71.0, t))))).status_code == 204
     run = asyncio.create_task(rx.intake.run(rx.processor))
     await hold.entered_batch()
+    return hold, t, run
+
+
+async def test_requests_are_scored_off_the_loop_which_answers_probes_and_queues_meanwhile() -> None:
+    """A batch of requests in the worker thread: the loop answers the probes and `/metrics`, queues
+    the next request and answers the one after 429 (the queue is full); a reader of the pipelines
+    waits for the batch. Scored on the loop, nothing is answered until the batch ends."""
+    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=1))
+    rx.state.ready = True  # as `prexid run` has it: requests are the feed
+    hold, t, run = await held_first_batch(rx)
 
     async def answered(request: Coroutine[Any, Any, httpx.Response]) -> tuple[int, bool]:
         status = (await request).status_code
@@ -355,12 +362,7 @@ async def test_a_batch_stopped_half_way_runs_to_its_end_and_the_queue_behind_it_
     """SIGTERM while a batch is in the thread: it runs to its end, and the request queued behind it
     (answered 204) is processed before the intake stops; later ones get 503."""
     rx = receiver()
-    hold = Hold()
-    hold.around(rx.processor)
-    t = now_ms()
-    assert (await rx.post(body(series(GPU, (71.0, t))))).status_code == 204
-    run = asyncio.create_task(rx.intake.run(rx.processor))
-    await hold.entered_batch()
+    hold, t, run = await held_first_batch(rx)
     assert (await rx.post(body(series(GPU, (72.0, t + 1000))))).status_code == 204
     run.cancel()
     await asyncio.sleep(0.05)
