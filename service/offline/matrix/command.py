@@ -229,12 +229,13 @@ def worst_variant_anchors(scores: list[scoring.Score], args: argparse.Namespace)
     )
     if not dirs:
         return None
-    names = [n for n in _systems(dirs[0]) if all((d / _systems(dirs[0])[n].name).exists() for d in dirs)]
-    results = {n: Result(outcomes=[]) for n in names}
-    for d in dirs:
+    found = [{name: path for name, path in _systems(d).items() if path.exists()} for d in dirs]
+    names = [name for name in found[0] if all(name in f for f in found)]  # systems every seed ran
+    results = {name: Result(outcomes=[]) for name in names}
+    for d, files in zip(dirs, found, strict=True):
         labels = load_labels(d / "data" / "labels.jsonl")
         for name in names:
-            r = match(load_detections(d / _systems(d)[name].name), labels, Rules())
+            r = match(load_detections(files[name]), labels, Rules())
             results[name].outcomes += r.outcomes
             results[name].false_alerts += r.false_alerts
             results[name].alerts += r.alerts

@@ -13,11 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.stats import binomtest, chi2
 
 from prexid.service.offline.matrix.score import Score
-
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +25,8 @@ class Share:
 
     def interval(self) -> tuple[float, float]:
         """Wilson score interval at 95%: sound at 0 and n hits, where the normal one collapses."""
-        n, p = self.of, self.hits / self.of
-        centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
-        half = Z95 * np.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
-        return max(0.0, float(centre - half)), min(1.0, float(centre + half))
+        ci = binomtest(self.hits, self.of).proportion_ci(0.95, method="wilson")
+        return float(ci.low), float(ci.high)
 
     def text(self) -> str:
         if self.of == 0:
