@@ -16,6 +16,14 @@ def parse(*argv: str) -> argparse.Namespace:
     return cli.parser().parse_args(["matrix", *argv])
 
 
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """`prexid matrix ARGV` refused by argparse (exit 2): what it printed to stderr."""
+    with pytest.raises(SystemExit) as exit_:
+        parse(*argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
 def test_seed_ranges_mix_with_single_seeds_and_keep_the_words_typed() -> None:
     args = parse("--tune-seeds", "1..12 19..42", "--report-seeds", "100,103..105 7")
     assert args.tune_seeds.items == (*range(1, 13), *range(19, 43))
@@ -48,10 +56,7 @@ def test_defaults_are_the_declared_sets() -> None:
 def test_a_bad_seed_word_is_an_argparse_error_naming_it(
     option: str, words: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        parse(f"{option}={words}")
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
+    err = refused(capsys, f"{option}={words}")
     assert f"prexid matrix: error: argument {option}: {message}" in err
     assert "Traceback" not in err
 
@@ -67,10 +72,7 @@ def test_a_bad_seed_word_is_an_argparse_error_naming_it(
 def test_a_bad_variant_is_an_argparse_error_naming_it(
     option: str, words: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        parse(option, words)
-    assert exit_.value.code == 2
-    assert f"prexid matrix: error: argument {option}: {message}" in capsys.readouterr().err
+    assert f"prexid matrix: error: argument {option}: {message}" in refused(capsys, option, words)
 
 
 def test_the_range_that_crashed_runs_and_the_report_quotes_it_as_typed(tmp_path: Path) -> None:
