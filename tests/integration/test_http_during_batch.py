@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -24,12 +23,11 @@ from prexid.service.app.wiring import build, remote_write_feed
 from prexid.service.decode import remote_write
 from prexid.service.http.server import serve
 from prexid.service.offline.bench.remote_write_load import bodies
-from prexid.service.pipeline.processor import Processor
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from prexid.service.sources.kafka import KafkaRunner
 from tests.integration.kafka_broker import free_ports
 from tests.integration.traffic import eventually, produce, samples_held, settings_for
-from tests.unit.test_remote_write_receiver import HEADERS
+from tests.unit.test_remote_write_receiver import HEADERS, Hold
 
 pytestmark = [pytest.mark.integration, pytest.mark.topics(partitions=1)]
 
@@ -38,29 +36,6 @@ ANSWER_S = 10.0  # how long the client waits for an answer before it gives up (a
 HOLD_LIMIT_S = 60.0  # the hook lets a batch go after this however the client fares: never a hung run
 PROBES = ("/healthz", "/readyz", "/metrics")
 WRITE = "/api/v1/write"
-
-
-@dataclass
-class Hold:
-    """The hook: the first call with records waits in processing for `release`."""
-
-    entered: threading.Event = field(default_factory=threading.Event)
-    release: threading.Event = field(default_factory=threading.Event)
-    ran_on: list[threading.Thread] = field(default_factory=list)  # each call's thread
-
-    def around(self, processor: Processor) -> Processor:
-        real = processor.process_isolating
-
-        def process_isolating(metrics: Any, logs: Any, *args: Any, **kwargs: Any) -> Any:
-            self.ran_on.append(threading.current_thread())
-            if (metrics or logs) and not self.entered.is_set():
-                self.entered.set()
-                self.release.wait(HOLD_LIMIT_S)
-                self.release.set()  # released, by the client or by the limit
-            return real(metrics, logs, *args, **kwargs)
-
-        processor.process_isolating = process_isolating  # type: ignore[method-assign]
-        return processor
 
 
 @dataclass
@@ -120,7 +95,7 @@ async def test_probes_and_scrapes_are_answered_while_a_batch_is_processed(
     [port] = free_ports(1)
     settings = settings_for(kafka_bootstrap, topics, kafka_group, http_port=port)
     state, _ = build(settings)
-    hold = Hold()
+    hold = Hold(limit_s=HOLD_LIMIT_S)
     runner = KafkaRunner(settings, state, lambda: hold.around(build(settings, state)[1]))
     sinks_ran_on: list[threading.Thread] = []  # an alert listener (Alertmanager's outbox is a loop object)
     state.alert_listeners.append(lambda alerts: sinks_ran_on.append(threading.current_thread()))
@@ -162,7 +137,7 @@ async def test_remote_write_local_answers_probes_while_a_request_is_scored() -> 
     settings = Settings(remote_write="local", http_host="127.0.0.1", http_port=port)
     state, intake, processor = remote_write_feed(settings)
     state.ready = True  # as `prexid run` has it: requests are the feed
-    hold = Hold()
+    hold = Hold(limit_s=HOLD_LIMIT_S)
     hold.around(processor)
     answers: dict[str, Answer] = {}
     base = f"http://127.0.0.1:{port}"

@@ -295,7 +295,7 @@ class Hold:
     release: threading.Event = field(default_factory=threading.Event)
     ran_on: list[threading.Thread] = field(default_factory=list)
 
-    def around(self, processor: Processor) -> None:
+    def around(self, processor: Processor) -> Processor:
         real = processor.process_isolating
 
         def process_isolating(metrics: Any, logs: Any, *args: Any, **kwargs: Any) -> Output:
@@ -307,6 +307,7 @@ class Hold:
             return real(metrics, logs, *args, **kwargs)
 
         processor.process_isolating = process_isolating  # type: ignore[method-assign]
+        return processor
 
     async def entered_batch(self) -> None:
         for _ in range(int(self.limit_s / 0.01)):
