@@ -194,6 +194,16 @@ class Replica:
             return 0.0
         return messages_total(text)
 
+    async def answering(self, client: httpx.AsyncClient, path: str, every_s: float) -> None:
+        """Until it answers `path` with 200 (its HTTP side is up), asked every `every_s` seconds."""
+        while True:
+            try:
+                if (await client.get(f"http://127.0.0.1:{self.port}{path}")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(every_s)
+
 
 async def start_replicas(env: dict[str, str], n: int) -> list[Replica]:
     replicas = []

@@ -100,16 +100,6 @@ async def ask(
         await asyncio.sleep(pause_s)
 
 
-async def up(client: httpx.AsyncClient, port: int) -> None:
-    while True:
-        try:
-            if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.1)
-
-
 def first(p: Progressed, at_least: float) -> int | None:
     """The first `/metrics` answer saying at least `at_least` records were read."""
     return next((i for i, n in enumerate(p.read) if n >= at_least), None)
@@ -128,7 +118,7 @@ async def measure(replica: load.Replica, total: float, feed: Feed | None = None)
     tasks: list[asyncio.Task[None]] = []
     async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
         try:
-            await up(client, replica.port)
+            await replica.answering(client, "/healthz", 0.1)
             base = f"http://127.0.0.1:{replica.port}"
             tasks = [
                 asyncio.create_task(

@@ -60,17 +60,6 @@ def topics_for(run: str) -> dict[str, str]:
     return {k: f"bench-scrape-{k}-{run}" for k in ("metrics", "logs", "alerts", "dead")}
 
 
-async def serving(client: httpx.AsyncClient, replica: load.Replica) -> None:
-    """Until the replica answers `/metrics` (its HTTP side is up; the loop may start)."""
-    while True:
-        try:
-            if (await client.get(f"http://127.0.0.1:{replica.port}/metrics")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.2)
-
-
 class LoopProcess:
     """`scrape_loop` in a child process: its clients share the machine with the replica, as a
     Prometheus would, but take no GIL from this process's producer and polls."""
@@ -117,7 +106,7 @@ async def throughput(bootstrap: str, topics: dict[str, str], total: int, mode: s
     cpu: list[float] = []
     try:
         async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=10.0) as client:
-            await serving(client, replica)
+            await replica.answering(client, "/metrics", 0.2)  # the loop may start
             loop = await LoopProcess.start(replica, mode)
             grouped = False
             while end is None:
@@ -182,7 +171,7 @@ async def paced_lag(bootstrap: str, ticks: list[load.Tick], rate: float, mode: s
     lags: list[float] = []
     try:
         async with asyncio.timeout(RUN_LIMIT_S), httpx.AsyncClient(timeout=10.0) as client:
-            await serving(client, replica)
+            await replica.answering(client, "/metrics", 0.2)  # the loop may start
             while await load.group_size(admin, group) != 1:  # noqa: ASYNC110 - the broker's state
                 await asyncio.sleep(POLL_S)
             warm, paced = ticks[:WARM_TICKS], ticks[WARM_TICKS:]
