@@ -90,10 +90,9 @@ def geometric_tail(k: Floats, mean: Floats) -> Floats:
     return np.asarray(np.where(k <= 1.0, 1.0, tail), dtype=np.float64)  # 0 * log(0) is NaN, not 1
 
 
-def per_burst(errors: Floats, bursts: Floats) -> Floats:
-    """Errors a burst (0 where no burst)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(np.where(bursts > 0, errors / np.where(bursts > 0, bursts, 1.0), 0.0))
+def per(amount: Floats, over: Floats) -> Floats:
+    """`amount / over`, 0 where `over` is 0 (a part with no burst, no exposure yet)."""
+    return np.asarray(np.where(over > 0, amount / np.where(over > 0, over, 1.0), 0.0))
 
 
 class ErrorCounterSurprise(ByRounds, ArrayDetector):
@@ -214,17 +213,15 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             st["episodes"],
             st["exposure"],
             self.excess(st["episodes"], st["bursts"], st["exposure"]),
-            per_burst(st["errors"], st["bursts"]),
-            (running, st["cur_bursts"], per_burst(st["cur_errors"], st["cur_bursts"])),
+            per(st["errors"], st["bursts"]),
+            (running, st["cur_bursts"], per(st["cur_errors"], st["cur_bursts"])),
         )
 
     def excess(self, episodes: Floats, bursts: Floats, exposure: Floats) -> Floats:
         """Each part's bursts beyond what its own pace strings together (`chaining`), at least one an
         episode: what the fleet's episode sizes say of clustering (a PCIe retrain's replays on a few
         scrapes in a row), not of how often its leaky parts tick."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(exposure > 0, episodes / np.where(exposure > 0, exposure, 1.0), 0.0)
-        return np.maximum(bursts / self.chaining(rate), episodes)
+        return np.maximum(bursts / self.chaining(per(episodes, exposure)), episodes)
 
     def chaining(self, rate: Floats) -> Floats:
         """Mean bursts an episode that Poisson bursts beginning episodes at this `rate` string together
