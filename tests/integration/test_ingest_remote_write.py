@@ -33,7 +33,7 @@ from prexid.service.http.server import serve
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
 from tests.integration.kafka_broker import free_ports
 from tests.integration.promstack import PROMETHEUS, Server, binary, start
-from tests.integration.test_http_during_batch import Hold
+from tests.integration.test_http_during_batch import HOLD_LIMIT_S, Hold
 from tests.integration.traffic import eventually
 
 pytestmark = pytest.mark.integration
@@ -271,7 +271,7 @@ async def test_a_busy_prexid_answers_its_probes_and_prometheus_retries_what_its_
     )
     state, intake, processor = remote_write_feed(settings)
     state.ready = True  # as `prexid run` has it: requests are the feed
-    hold = Hold()
+    hold = Hold(limit_s=HOLD_LIMIT_S)
     hold.around(processor)
     url = f"http://127.0.0.1:{port}"
     server = asyncio.create_task(serve(state, intake.run(processor), "127.0.0.1", port, duration=None))
