@@ -133,7 +133,8 @@ def test_random_variant_is_deterministic_per_seed_and_differs_across_seeds() -> 
 
 def test_wide_draws_the_same_ranges_on_a_stream_no_random_seed_shares() -> None:
     """The tuning set's `wide` must never simulate a report-set `random` cell's physics."""
-    wide = [random_physics(s, "wide").knobs() for s in range(1, 40)]
+    tuning_seeds = [*range(1, 40), *range(1000, 1040)]  # both of wide's declared ranges
+    wide = [random_physics(s, "wide").knobs() for s in tuning_seeds]
     report = [random_physics(s).knobs() for s in range(100, 140)]
     assert not any(w == r for w in wide for r in report)
     assert resolve("wide", 3) == random_physics(3, "wide") and resolve("wide", 3).name == "wide"
