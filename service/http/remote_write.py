@@ -3,26 +3,34 @@
 The status codes are what Prometheus acts on: it drops a batch answered 4xx (so 400 is for bodies no
 retry could mend, 401, 413, 415) and retries 5xx and, with `retry_on_http_429`, 429 (so a full intake
 is a 429 with `Retry-After`, an intake that cannot take requests a 503). 204 means the intake has the
-samples (`sources/remote_write.py` says what that promises). A body is decoded here, before anything
-is queued, so a bad one is refused to its sender with the decoder's reason, and is also counted as a
+samples (`sources/remote_write.py` says what that promises).
+
+The intake is asked for room before a body is decoded, counting the requests let in before and not
+yet offered to it (`Intake.room`): under back-pressure a request that will be refused costs no
+decoding (Prometheus sends it again). One let in is still refused 429 (or 503) if the room went
+meanwhile, never answered 204 unless the intake took it. A body is decoded before anything is
+queued, so a bad one is refused to its sender with the decoder's reason, and is also counted as a
 dead letter (`prexid_dead_letters_total{reason}`) like a bad Kafka record. Decoding takes ~10-20 ms
 for Prometheus's 2000 samples, so it runs in a thread of the router's own (one: requests are decoded
 in the order they came, and at most one decode competes with a batch for the GIL), not on the loop
-that answers the probes. A request of metadata only
-(Prometheus sends those every minute) answers 204 and goes nowhere.
+that answers the probes; the router's lifespan stops that thread when the app shuts down (uvicorn
+ends the lifespan once the requests in flight are answered). A request of metadata only (Prometheus
+sends those every minute) answers 204 and goes nowhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import APIRouter, Request, Response
 
 from prexid.service.decode import remote_write
-from prexid.service.decode.types import DecodeError
+from prexid.service.decode.types import DecodeError, Samples
 from prexid.service.sinks.prometheus import Telemetry
 from prexid.service.sources.remote_write import IntakeFull, IntakeUnavailable, RemoteWriteEndpoint
 
@@ -39,9 +47,38 @@ class Refused(Exception):
         self.status, self.outcome, self.text, self.headers = status, outcome, text, headers or {}
 
 
+class Decoder:
+    """The router's decode thread, and how many requests are let in to it (checked for room, not yet
+    offered). The thread starts with the first decode and stops on `close`; a decode after that
+    starts another (an app's lifespan may be run more than once, as tests do)."""
+
+    def __init__(self) -> None:
+        self.admitted = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    async def decode(self, body: bytes) -> Samples:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="remote-write-decode")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, remote_write.decode, body, 0.0)
+
+    async def close(self) -> None:
+        """Stop the thread once its decode (if any) is done, without blocking the loop meanwhile."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown)
+
+
 def remote_write_router(endpoint: RemoteWriteEndpoint, telemetry: Telemetry) -> APIRouter:
-    router = APIRouter()
-    decoder = ThreadPoolExecutor(1, thread_name_prefix="remote-write-decode")
+    decoder = Decoder()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: object) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await decoder.close()
+
+    router = APIRouter(lifespan=lifespan)
     for outcome in OUTCOMES:
         telemetry.remote_write_requests.labels(outcome)
 
@@ -61,29 +98,42 @@ def remote_write_router(endpoint: RemoteWriteEndpoint, telemetry: Telemetry) -> 
 
 
 async def _accept(
-    request: Request, endpoint: RemoteWriteEndpoint, telemetry: Telemetry, decoder: Executor
+    request: Request, endpoint: RemoteWriteEndpoint, telemetry: Telemetry, decoder: Decoder
 ) -> int:
     """The request's samples handed to the intake (how many), or `Refused` saying why not."""
     _authorise(request, endpoint)
     _check_headers(request)
     body = await _body(request, endpoint.max_body_bytes)
+    with _refusals():
+        endpoint.intake.room(decoder.admitted)
+    decoder.admitted += 1
     try:
-        samples = await asyncio.get_running_loop().run_in_executor(decoder, remote_write.decode, body, 0.0)
+        samples = await decoder.decode(body)
     except DecodeError as err:
         telemetry.messages.labels("metrics").inc()
         telemetry.dead_letters.labels(err.reason).inc()
         log.warning("remote_write request refused: %s %s", err.reason, err.detail)
         raise Refused(400, "invalid", f"{err.reason}: {err.detail}") from None
+    finally:
+        decoder.admitted -= 1  # no await until `offer` has taken its place in the intake
     if not len(samples) and not samples.skipped:
         return 0  # metadata only
-    try:
+    with _refusals():
         await endpoint.intake.offer(body, samples)
+    return len(samples)
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The intake's refusals as answers: full is 429 (Prometheus retries after `Retry-After`),
+    unavailable 503."""
+    try:
+        yield
     except IntakeFull as full:
         retry = {"Retry-After": str(full.retry_after_s)}
         raise Refused(429, "throttled", "intake full, retry later", retry) from None
     except IntakeUnavailable as away:
         raise Refused(503, "unavailable", str(away)) from None
-    return len(samples)
 
 
 def _authorise(request: Request, endpoint: RemoteWriteEndpoint) -> None:

@@ -31,8 +31,10 @@ async def serve(
     """Serve HTTP beside the feed and the state's background jobs (sinks) until the server stops
     (SIGINT/SIGTERM), `duration` passes, or a job fails. A feed that ends cleanly (the demo's
     timeline) leaves the server up for inspection."""
+    # the app's lifespan ends once the requests in flight are answered: what it owns (the remote_write
+    # decode thread) is closed then
     server = _Server(
-        uvicorn.Config(create_app(state), host=host, port=port, log_level="warning", lifespan="off")
+        uvicorn.Config(create_app(state), host=host, port=port, log_level="warning", lifespan="on")
     )
     server_task = asyncio.create_task(server.serve())
     feed_task = asyncio.create_task(feed)

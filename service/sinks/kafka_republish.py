@@ -100,6 +100,12 @@ class KafkaRepublisher:
             self.producer = None
             await producer.stop()
 
+    def room(self, admitted: int) -> None:
+        if self.producer is None:
+            raise IntakeUnavailable("the Kafka producer is not connected")
+        if self.in_flight + admitted >= self.max_requests:
+            raise IntakeFull(1)
+
     async def offer(self, body: bytes, samples: Samples) -> None:
         producer = self.producer
         if producer is None:

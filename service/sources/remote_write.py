@@ -43,9 +43,16 @@ class IntakeUnavailable(Exception):
 
 
 class Intake(Protocol):
+    def room(self, admitted: int) -> None:
+        """Raise `IntakeFull` or `IntakeUnavailable` if `offer` would refuse one more request now, with
+        `admitted` requests already let in and not yet offered: checked before a body is decoded, so
+        that a request to be refused costs no decoding."""
+        ...
+
     async def offer(self, body: bytes, samples: Samples) -> None:
         """Take one request (`body` as received, `samples` what it decoded to) or raise `IntakeFull` or
-        `IntakeUnavailable`; returning means the request is as safe as this intake makes it."""
+        `IntakeUnavailable`; returning means the request is as safe as this intake makes it. The
+        request takes its place (what `room` counts) before the first `await`."""
         ...
 
 
@@ -78,6 +85,12 @@ class LocalIntake:
         self.max_batch = max_batch
         self.closed = False
         self.offset = 0  # each request's offset in the `TOPIC:0` stream, for dead letters and logs
+
+    def room(self, admitted: int) -> None:
+        if self.closed:
+            raise IntakeUnavailable("prexid is stopping")
+        if self.queue.qsize() + admitted >= self.queue.maxsize:
+            raise IntakeFull(1)
 
     async def offer(self, body: bytes, samples: Samples) -> None:
         if self.closed:

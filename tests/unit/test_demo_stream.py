@@ -47,9 +47,11 @@ async def test_the_demo_answers_http_while_a_tick_is_scored_and_its_feeds_take_t
     console = Console(file=io.StringIO())
     feed = asyncio.create_task(stream_demo(CLUSTER, processor, state, console, speed=1e6))
     intake_run = asyncio.create_task(intake.run(received))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(state)), base_url="http://demo"
-    ) as http:
+    app = create_app(state)
+    async with (
+        app.router.lifespan_context(app),  # then ended, as uvicorn does: the decode thread stops
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://demo") as http,
+    ):
         await hold.entered_batch()
         assert (await http.get("/healthz")).status_code == 200
         assert (await http.get("/metrics")).status_code == 200

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import socket
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import cramjam
 import httpx
 import pytest
+from fastapi import FastAPI
 from pydantic import SecretStr
 
 from prexid.service.app.service_state import ServiceState
@@ -22,13 +24,21 @@ from prexid.service.app.wiring import build, remote_write_feed
 from prexid.service.decode import prom_kafka_adapter, remote_write
 from prexid.service.decode.prompb.remote_pb2 import WriteRequest
 from prexid.service.decode.prompb.types_pb2 import MetricMetadata
+from prexid.service.decode.types import Samples
 from prexid.service.http.api import create_app
+from prexid.service.http.server import serve
 from prexid.service.offline.bench.remote_write_load import bodies
 from prexid.service.pipeline.processor import Message, Output, Processor, runs
 from prexid.service.schemas import Alert
 from prexid.service.sinks.kafka_republish import adapter_records
 from prexid.service.sources.demo_cluster import DemoCluster, DemoFault, simulate
-from prexid.service.sources.remote_write import TOPIC, LocalIntake, record_time
+from prexid.service.sources.remote_write import (
+    TOPIC,
+    IntakeFull,
+    IntakeUnavailable,
+    LocalIntake,
+    record_time,
+)
 from tests.unit.test_decode_remote_write import GPU, STALE, body, series
 
 TOKEN = "remote-write-token-0123"
@@ -65,10 +75,58 @@ class Receiver:
             await run
 
 
+_apps: list[FastAPI] = []  # the apps `receiver` built in this test, shut down after it
+
+
+@pytest.fixture(autouse=True)
+async def _shut_down_apps() -> AsyncIterator[None]:
+    """The end of each app's lifespan after the test, as uvicorn has it: its decode thread stops."""
+    yield
+    while _apps:
+        app = _apps.pop()
+        async with app.router.lifespan_context(app):
+            pass
+
+
 def receiver(settings: Settings | None = None) -> Receiver:
     state, intake, processor = remote_write_feed(settings or Settings(remote_write="local"))
-    transport = httpx.ASGITransport(app=create_app(state))
+    app = create_app(state)
+    _apps.append(app)
+    transport = httpx.ASGITransport(app=app)
     return Receiver(state, intake, processor, httpx.AsyncClient(transport=transport, base_url="http://p"))
+
+
+@dataclass
+class Decodes:
+    """`remote_write.decode` counted, each call held until `release` while `hold` is set, and the
+    threads it ran on."""
+
+    calls: int = 0
+    hold: bool = False
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def patch(self, monkeypatch: pytest.MonkeyPatch) -> Decodes:
+        real = remote_write.decode
+
+        def decode(payload: bytes, ref_ts: float, /, host: str | None = None) -> Samples:
+            self.calls += 1
+            self.threads.append(threading.current_thread())
+            if self.hold:
+                self.entered.set()
+                self.release.wait(5.0)
+            return real(payload, ref_ts, host=host)
+
+        monkeypatch.setattr(remote_write, "decode", decode)
+        return self
+
+    async def held(self, request: Coroutine[Any, Any, httpx.Response]) -> asyncio.Task[httpx.Response]:
+        """`request` sent, and returned (as a task) once its body is being decoded (held)."""
+        self.hold = True
+        task = asyncio.create_task(request)
+        assert await asyncio.to_thread(self.entered.wait, 5.0), "the request was not decoded"
+        return task
 
 
 async def test_a_request_is_answered_204_and_its_samples_reach_the_pipeline() -> None:
@@ -133,6 +191,106 @@ async def test_a_full_intake_gets_429_with_retry_after_and_takes_requests_again_
     run.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await run
+
+
+async def test_a_full_intake_answers_429_without_decoding_the_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under back-pressure a request to be refused costs no decoding; a bad body is refused 429 too
+    (Prometheus sends it again), and 400 with its dead letter once there is room."""
+    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=1))
+    decodes = Decodes().patch(monkeypatch)
+    assert (await rx.post(body(series(GPU, (71.5, now_ms()))))).status_code == 204
+    assert decodes.calls == 1
+    full = await rx.post(body(series(GPU, (72.0, now_ms()))))
+    assert (full.status_code, full.headers["retry-after"]) == (429, "1")
+    assert (await rx.post(b"\xff\xff not snappy")).status_code == 429
+    assert decodes.calls == 1
+    assert rx.count("prexid_dead_letters_total", reason="invalid_snappy") == 0
+    run = asyncio.create_task(rx.intake.run(rx.processor))
+    await asyncio.sleep(0)
+    assert rx.intake.queue.empty()  # room again
+    bad = await rx.post(b"\xff\xff not snappy")
+    assert bad.status_code == 400 and bad.text.startswith("invalid_snappy")
+    assert rx.count("prexid_dead_letters_total", reason="invalid_snappy") == 1
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+
+
+async def test_requests_being_decoded_count_against_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two places, one taken: while the second request is decoded, a third is refused undecoded (it
+    would find no room once the second is queued); the second is then queued."""
+    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=2))
+    decodes = Decodes().patch(monkeypatch)
+    t = now_ms()
+    assert (await rx.post(body(series(GPU, (71.0, t))))).status_code == 204
+    second = await decodes.held(rx.post(body(series(GPU, (72.0, t + 1000)))))
+    assert (await rx.post(body(series(GPU, (73.0, t + 2000))))).status_code == 429
+    assert decodes.calls == 2
+    decodes.release.set()
+    assert (await second).status_code == 204
+    assert rx.intake.queue.qsize() == 2
+
+
+async def test_a_request_let_in_gets_429_if_the_room_went_while_it_was_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The room check is advice: the intake decides. A request that found room, then none once
+    decoded, is refused 429 (Prometheus sends it again), not answered 204 and dropped."""
+    rx = receiver(Settings(remote_write="local", remote_write_queue_requests=1))
+    decodes = Decodes().patch(monkeypatch)
+    request = await decodes.held(rx.post(body(series(GPU, (71.0, now_ms())))))
+    rx.intake.queue.put_nowait(Message(b"", 0.0, TOPIC, 0, 99))  # the room goes meanwhile
+    decodes.release.set()
+    refused = await request
+    assert (refused.status_code, refused.headers["retry-after"]) == (429, "1")
+    assert rx.intake.queue.get_nowait().offset == 99 and rx.intake.queue.empty()
+    assert rx.count("prexid_remote_write_requests_total", outcome="throttled") == 1
+    assert rx.count("prexid_remote_write_samples_total") == 0
+
+
+async def test_the_decode_thread_stops_when_the_apps_lifespan_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, _, _ = remote_write_feed(Settings(remote_write="local"))
+    app = create_app(state)
+    decodes = Decodes().patch(monkeypatch)
+    transport = httpx.ASGITransport(app=app)
+    for _ in range(2):  # a lifespan run again starts the thread again
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://p") as http,
+        ):
+            payload = body(series(GPU, (71.0, now_ms())))
+            assert (await http.post("/api/v1/write", content=payload, headers=HEADERS)).status_code == 204
+            assert decodes.threads[-1].is_alive()
+        assert not decodes.threads[-1].is_alive()
+    assert decodes.threads[0] is not decodes.threads[1]
+
+
+async def test_serve_stops_the_decode_thread_once_the_server_has_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`serve` runs the app's lifespan (uvicorn ends it after the requests in flight are answered)."""
+    decodes = Decodes().patch(monkeypatch)
+    state, intake, processor = remote_write_feed(Settings(remote_write="local"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = asyncio.create_task(serve(state, intake.run(processor), "127.0.0.1", port, duration=None))
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            for _ in range(500):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.01)
+            payload = body(series(GPU, (71.0, now_ms())))
+            assert (await http.post("/api/v1/write", content=payload, headers=HEADERS)).status_code == 204
+        [thread] = decodes.threads
+        assert thread.is_alive()
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+    assert not thread.is_alive()
 
 
 async def test_a_stopped_intake_processes_what_it_accepted_and_refuses_more_with_503() -> None:
@@ -263,6 +421,20 @@ async def test_kafka_mode_answers_503_while_the_broker_is_away_and_keeps_trying(
         producing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await producing
+
+
+def test_kafka_mode_has_room_for_max_requests_awaiting_the_broker_counting_those_let_in() -> None:
+    from prexid.service.sinks.kafka_republish import KafkaRepublisher
+
+    settings = Settings(remote_write="kafka", remote_write_queue_requests=2)
+    republisher = KafkaRepublisher(settings, build(settings)[0].telemetry)
+    with pytest.raises(IntakeUnavailable):
+        republisher.room(0)  # no producer yet: 503 before any decoding
+    republisher.producer = object()  # type: ignore[assignment]  # connected (never sent to here)
+    republisher.in_flight = 1
+    republisher.room(0)
+    with pytest.raises(IntakeFull):
+        republisher.room(1)
 
 
 async def test_a_retried_backlog_an_hour_old_is_read_not_dropped_as_late() -> None:
