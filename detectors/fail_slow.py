@@ -79,6 +79,29 @@ _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event tim
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
 
 
+def segment_quartiles(slot: NDArray[np.intp], values: Floats, n: int) -> tuple[Floats, Floats, Floats]:
+    """Quartiles (linear interpolation) of the non-NaN `values` within each segment 0..n-1 (NaN for empty
+    ones), one sort for all."""
+    keep = np.isfinite(values)
+    slot, values = slot[keep], values[keep]
+    sorted_vals = values[np.lexsort((values, slot))]
+    counts = np.bincount(slot, minlength=n)
+    starts = np.cumsum(counts) - counts
+    has = counts > 0
+    out = []
+    for q in (0.25, 0.5, 0.75):
+        pos = np.maximum(counts - 1, 0) * q
+        lo = np.floor(pos).astype(np.int64)
+        frac = pos - lo
+        hi = np.minimum(lo + 1, np.maximum(counts - 1, 0))
+        at = np.full(n, np.nan)
+        if has.any():
+            a, b = sorted_vals[(starts + lo)[has]], sorted_vals[(starts + hi)[has]]
+            at[has] = (1.0 - frac[has]) * a + frac[has] * b
+        out.append(at)
+    return out[0], out[1], out[2]
+
+
 def is_work_rate(name: str, gpu: int | None) -> bool:
     """Whether a series measures how fast a GPU works: the series fail-slow watches."""
     return gpu is not None and name in WORK_RATE_METRICS
@@ -277,10 +300,27 @@ class FailSlow:
         last_ts = self.peer.state.read("last_ts", at.ravel()).reshape(at.shape)
         fresh = known & (last_ts >= ts[:, None] - self.peer.fresh_s)
         resid = self.peer.shortfall(at.ravel()).reshape(at.shape)
+        working = self._peers_working(at.ravel(), np.repeat(ts, at.shape[1])).reshape(at.shape)
         with np.errstate(invalid="ignore"):
-            seen = fresh & np.isfinite(resid)
+            seen = fresh & np.isfinite(resid) & working
             behind = ~seen | (resid <= -self.shortfall)
         return np.asarray(seen.any(axis=1) & behind.all(axis=1))
+
+    def _peers_working(self, ids: Ids, ts: Floats) -> NDArray[np.bool_]:
+        """Whether each work series' peers do measurable work on it at `ts`: their median clear of zero
+        by twice their spread (IQR/1.349). Idle tensor pipes read 0 or a rounding step on every GPU of
+        an idle node, and a GPU whose pipes idle as its peers' do is not thereby keeping their pace: on
+        such a node only its power tells a stall (wide-s70's Xid 119, 4 C hotter than its idle peers, its
+        stalls taken for heat throttling at 50 C)."""
+        slot, member = self.peer.peers_of(ids)
+        keep = member != ids[slot]
+        slot, member = slot[keep], member[keep]
+        value = self.peer.state.read("last", member)
+        fresh = self.peer.state.read("last_ts", member) >= ts[slot] - self.peer.fresh_s
+        value = np.where(fresh, value, np.nan)
+        low, median, high = segment_quartiles(slot, value, len(ids))
+        with np.errstate(invalid="ignore"):
+            return np.asarray(np.abs(median) > 2.0 * (high - low) / 1.349)
 
     def _temps(self, watched: Ids, ts: Floats) -> Floats:
         """Each watched row's GPU temperature, when fresh at `ts` (NaN: none of its own)."""

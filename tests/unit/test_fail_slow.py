@@ -247,6 +247,35 @@ def test_a_hot_gpu_behind_counts_when_it_does_less_work_than_its_peers() -> None
     assert with_work(5.0, 0.75)[:, 5].min() < 1e-8  # a quarter less power and activity: stalling
 
 
+def idle_node_with_a_stalling_gpu(hot: float) -> np.ndarray:
+    """An idle node (345 MHz, idle power, tensor pipes at 0 or a rounding step on every GPU), GPU 5 `hot` C
+    above its peers and, from the 40th scrape on, stalling on one scrape in three (clock at 60%, power at
+    75%, pipes idle as before: stalling firmware on an idle GPU, wide-s70's Xid 119): p of each clock."""
+    peer, fs, ids = paired(hot, work=True)
+    rng, out = np.random.default_rng(8), []
+    for t in range(120):
+        x = np.r_[
+            345.0 + rng.normal(0, 4.0, GPUS),
+            45.0 + rng.normal(0, 0.3, GPUS),
+            145.0 + rng.normal(0, 5.0, GPUS),
+            np.round(np.clip(rng.normal(0, 0.005, GPUS), 0.0, 1.0), 2),
+        ]
+        x[GPUS + 5] += hot
+        if t >= 40 and t % 3 == 0:
+            x[5] *= 0.6
+            x[2 * GPUS + 5] *= 0.75
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    return np.array(out)[:, :GPUS]
+
+
+def test_idle_pipes_on_an_idle_node_do_not_make_a_hot_gpus_stalls_heat_throttling() -> None:
+    """Pipes idle on every GPU say nothing of keeping pace: its power, a quarter behind, tells the stall."""
+    assert idle_node_with_a_stalling_gpu(4.0)[:, 5].min() < 1e-6
+    assert np.delete(idle_node_with_a_stalling_gpu(4.0), 5, axis=1).min() == 1.0
+
+
 def test_fail_slow_keeps_its_pairing_through_a_snapshot_and_drops_a_forgotten_temperature() -> None:
     peer, fs, ids = paired(5.0)
     feed(peer, fs, ids, 5.0, ticks=30)
