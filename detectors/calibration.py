@@ -9,7 +9,11 @@ generalised Pareto (GPD) whose scale and shape come from the decayed first two m
 p(s) = rate_u * (1 + xi * (s - u) / sigma) ** (-1 / xi) above u, and linear from 1 (s=0) to the prior
 rate (s=u) below it: only the tail matters to fusion (a family votes at p <= 0.01), so the body is not
 worth a memory access per sample. A weak prior (a Gaussian |z| tail by default) makes a new
-series usable at once; the series' own excesses take over within a few hundred samples.
+series usable at once; the series' own excesses take over within a few hundred samples. With
+`young_xi`, the prior's shape is no lighter than `young_xi * prior_n / (prior_n + samples seen)`: a
+series seen for minutes has not shown its rare spikes yet (a stale exporter's zero rate), so its far
+tail is judged heavy, not Gaussian, until its own history can say otherwise (wide tuning cell seed 1005
+paged a GPU 36 minutes in on one such spike).
 
 Each score is judged *before* it is learned, and excesses are learned by episode: consecutive scores
 above `u` are held aside and folded in when the episode ends, unless it lasted more than one sample and
@@ -57,9 +61,11 @@ class TailCalibrator(ArrayState):
         prior_weight: float = 10.0,
         window: float = 10_000.0,
         learn_gate: float = 1e-4,
+        young_xi: float = 0.0,
         capacity: int = 1024,  # rows to begin with (grown by doubling)
     ) -> None:
         self.threshold = threshold
+        self.young_xi = young_xi
         self.learn_gate = learn_gate
         self.keep = 1.0 - 1.0 / window
         self.log2_keep = float(np.log2(self.keep))
@@ -97,6 +103,9 @@ class TailCalibrator(ArrayState):
         mean = st["m1"][ids] / k
         var = np.maximum(st["m2"][ids] / k - mean**2, 1e-12)
         xi = np.clip(0.5 * (1.0 - mean**2 / var), 0.0, _XI_MAX)
+        if self.young_xi > 0.0:  # a young series' tail is unknown beyond its few samples: see the doc
+            young = self.young_xi * self.prior_n / (self.prior_n + st["count"][ids])
+            xi = np.maximum(xi, young)
         sigma = np.maximum(mean * (1.0 - xi), 1e-9)
         safe_xi = np.maximum(xi, 1e-6)
         log_tail = np.where(xi > 1e-6, -np.log1p(safe_xi * excess / sigma) / safe_xi, -excess / sigma)

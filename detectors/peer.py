@@ -161,7 +161,9 @@ class PeerDeviation(ByRounds, ArrayState):
         self.fresh_s = fresh_s
         # resid: the last residual against the peers' median, as a fraction of it (fail-slow's effect size)
         self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "group": -1.0, "resid": np.nan})
-        self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3)
+        # a residual against peers at the same instant: the job's phases cancel, and a young GPU is judged
+        # against the usual tail at once (fail-slow warns in the first hour too)
+        self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3, young_xi=0.0)
         self._order: Ids = np.zeros(0, dtype=np.int64)  # series ids sorted by group
         self._starts: Ids = np.zeros(1, dtype=np.int64)  # CSR offsets of each group in _order
         self._group: Ids = np.zeros(0, dtype=np.int64)  # the "group" field as integers, for the hot path

@@ -6,12 +6,22 @@ Half-lives are in event-time seconds, so irregular scrapes and replays give the 
 The robust |z| is then calibrated against the series' own |z| history (`TailCalibrator`), so a
 heavy-tailed or seasonal series is not judged as if its noise were Gaussian.
 
+In its warm-up, a series that has not moved yet (a MAD of 0) learns its first move unclipped:
+there is no spread yet to clip against. A counter whose first rate read 0 (the exporter's cached first
+scrape, a stall by the rules of `counter_rate`) had its baseline at 0 and its MAD at 0, and clipped at
+3 floor sigmas (1e-6) its MAD grew a few percent a scrape: its ordinary rate was p=1e-12 for hours
+(wide tuning cell seed 81 paged a node 7 minutes in). Once it has moved, its warm-up is clipped as
+before: unclipped throughout the warm-up, every series' early baseline moved, and with it the family
+calibration (wide-s19 paged at the threshold). Its calibrator judges a young series' far tail heavy
+(`TailCalibrator.young_xi`): minutes of history have not shown its rare spikes (a stale exporter's zero
+rate) yet.
+
 >>> import numpy as np
 >>> det = RobustDeviation(warmup=5)
 >>> ids = np.zeros(1, dtype=np.int64)
 >>> for t in range(20):
 ...     _ = det.update(ids, np.array([15.0 * t]), np.array([60.0 + (t % 2) * 0.2]))
->>> float(det.update(ids, np.array([300.0]), np.array([75.0]))[0]) < 1e-6
+>>> float(det.update(ids, np.array([300.0]), np.array([75.0]))[0]) < 1e-5  # 15 samples old: a heavy tail
 True
 """
 
@@ -20,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, ewma_weight, floored_sigma, pick, rows
-from prexid.detectors.calibration import Calibrated
+from prexid.detectors.calibration import Calibrated, TailCalibrator
 
 
 class RobustDeviation(Calibrated):
@@ -36,13 +46,17 @@ class RobustDeviation(Calibrated):
         clip_sigmas: float = 3.0,
         rel_floor: float = 0.01,
         abs_floor: float = 1e-6,
+        young_xi: float = 0.45,
     ) -> None:
         self.half_life_s = half_life_s
         self.warmup = warmup
         self.clip_sigmas = clip_sigmas
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
-        super().__init__({"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf})
+        super().__init__(
+            {"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf},
+            calibrator=TailCalibrator(young_xi=young_xi),
+        )
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)
@@ -62,6 +76,8 @@ class RobustDeviation(Calibrated):
         dt = pick(np.isfinite(last), ts - last, 0.0)
         alpha = ewma_weight(dt, self.half_life_s, n, plus=1.0, least=least)
         limit = self.clip_sigmas * sigma
+        if least < self.warmup:  # a young series that has not moved yet has no spread to clip against
+            limit = pick((n < self.warmup) & (mad == 0.0), np.inf, limit)
         step = np.clip(dev, -limit, limit)
         new_center = center + alpha * step
         np.minimum(size, limit, out=size)

@@ -78,3 +78,45 @@ def test_a_series_learns_its_own_heavier_tail() -> None:
         heavy.score(ids, np.abs(rng.standard_t(2.5, size=1)))
     probe = np.array([6.0])
     assert heavy.tail(ids, probe)[0] > 100 * gaussian.tail(ids, probe)[0]
+
+
+def test_a_young_series_far_tail_is_heavy_until_its_history_says_otherwise() -> None:
+    """Minutes of a series have not shown its rare spikes (a stale exporter's zero rate): a young
+    series' far tail is judged heavy, and the Gaussian prior returns as its history grows."""
+    ids = np.arange(1, dtype=np.int64)
+    rng = np.random.default_rng(4)
+    plain, young = TailCalibrator(), TailCalibrator(young_xi=0.45)
+    probe = np.array([10.0])
+    for _ in range(100):
+        z = np.abs(rng.normal(size=1))
+        plain.score(ids, z)
+        young.score(ids, z)
+    assert plain.tail(ids, probe)[0] < 1e-8  # the Gaussian prior, taken as known
+    assert young.tail(ids, probe)[0] > 1e-6
+    for _ in range(20_000):
+        z = np.abs(rng.normal(size=1))
+        plain.score(ids, z)
+        young.score(ids, z)
+    assert young.tail(ids, probe)[0] < 10 * plain.tail(ids, probe)[0] + 1e-10
+
+
+def test_a_counter_rate_that_starts_at_zero_learns_its_spread_in_the_warm_up() -> None:
+    """A counter whose first rates are 0 (retransmits before the job's traffic): clipping its warm-up
+    against a spread of 0 left its MAD at 1e-6 and paged its ordinary rate at p=1e-12 (wide tuning cell
+    seed 81)."""
+    rng = np.random.default_rng(5)
+    det = RobustDeviation()
+    ids = np.zeros(1, dtype=np.int64)
+    rates = np.concatenate([np.zeros(4), rng.poisson(2.0, 60) / 15.0])
+    p = np.array([det.update(ids, np.array([STEP * t]), np.array([r]))[0] for t, r in enumerate(rates)])
+    assert p[det.warmup :].min() > 1e-4
+
+
+def test_a_spike_in_the_warm_up_of_a_series_that_has_moved_is_still_clipped() -> None:
+    """Only a series that has not moved yet learns unclipped: one with a spread keeps its baseline."""
+    det = RobustDeviation()
+    ids = np.zeros(1, dtype=np.int64)
+    for t in range(10):
+        det.update(ids, np.array([STEP * t]), np.array([60.0 + (t % 2) * 0.4]))
+    det.update(ids, np.array([STEP * 10]), np.array([1000.0]))
+    assert abs(float(det.baseline(ids)[0]) - 60.2) < 1.0
