@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from prexid.detectors.base import parse_blobs
@@ -219,26 +221,39 @@ def test_fail_slow_does_not_count_scrapes_behind_while_the_gpu_is_hotter_than_it
     assert feed(peer, fs, ids, -2.0)[:, 5].min() < 1e-8
 
 
-def with_work(hot: float, work: float) -> np.ndarray:
-    """`feed`'s node with a power and a tensor-activity series per GPU too (ids 16-23, 24-31), GPU 5's at
-    `work` x its peers' from the 40th scrape on: p of each GPU's clock per scrape."""
+def run_node(
+    hot: float, ticks: int, seed: int, frame: Callable[[np.random.Generator, int], np.ndarray]
+) -> np.ndarray:
+    """`feed`'s node with a power and a tensor-activity series per GPU too (ids 16-23, 24-31), each scrape's
+    values from `frame` and GPU 5 `hot` C above its peers: p of each GPU's clock per scrape."""
     peer, fs, ids = paired(hot, work=True)
-    rng, out = np.random.default_rng(7), []
-    for t in range(80):
+    rng, out = np.random.default_rng(seed), []
+    for t in range(ticks):
+        x = frame(rng, t)
+        x[GPUS + 5] += hot
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        out.append(fs.update(ids, ts, x))
+    return np.array(out)[:, :GPUS]
+
+
+def with_work(hot: float, work: float) -> np.ndarray:
+    """A busy node, GPU 5's clock at 70% and its power and activity at `work` x its peers' from the 40th
+    scrape on."""
+
+    def frame(rng: np.random.Generator, t: int) -> np.ndarray:
         x = np.r_[
             1965.0 + rng.normal(0, 4.0, GPUS),
             80.0 + rng.normal(0, 0.3, GPUS),
             900.0 + rng.normal(0, 7.0, GPUS),
             0.4 + rng.normal(0, 0.004, GPUS),
         ]
-        x[GPUS + 5] += hot
         if t >= 40:
             x[5] *= 0.7
             x[[2 * GPUS + 5, 3 * GPUS + 5]] *= work
-        ts = np.full(len(ids), 15.0 * t)
-        peer.update(ids, ts, x)
-        out.append(fs.update(ids, ts, x))
-    return np.array(out)[:, :GPUS]
+        return x
+
+    return run_node(hot, 80, 7, frame)
 
 
 def test_a_hot_gpu_behind_counts_when_it_does_less_work_than_its_peers() -> None:
@@ -251,23 +266,20 @@ def idle_node_with_a_stalling_gpu(hot: float) -> np.ndarray:
     """An idle node (345 MHz, idle power, tensor pipes at 0 or a rounding step on every GPU), GPU 5 `hot` C
     above its peers and, from the 40th scrape on, stalling on one scrape in three (clock at 60%, power at
     75%, pipes idle as before: stalling firmware on an idle GPU, wide-s70's Xid 119): p of each clock."""
-    peer, fs, ids = paired(hot, work=True)
-    rng, out = np.random.default_rng(8), []
-    for t in range(120):
+
+    def frame(rng: np.random.Generator, t: int) -> np.ndarray:
         x = np.r_[
             345.0 + rng.normal(0, 4.0, GPUS),
             45.0 + rng.normal(0, 0.3, GPUS),
             145.0 + rng.normal(0, 5.0, GPUS),
             np.round(np.clip(rng.normal(0, 0.005, GPUS), 0.0, 1.0), 2),
         ]
-        x[GPUS + 5] += hot
         if t >= 40 and t % 3 == 0:
             x[5] *= 0.6
             x[2 * GPUS + 5] *= 0.75
-        ts = np.full(len(ids), 15.0 * t)
-        peer.update(ids, ts, x)
-        out.append(fs.update(ids, ts, x))
-    return np.array(out)[:, :GPUS]
+        return x
+
+    return run_node(hot, 120, 8, frame)
 
 
 def test_idle_pipes_on_an_idle_node_do_not_make_a_hot_gpus_stalls_heat_throttling() -> None:
