@@ -117,6 +117,7 @@ async def test_a_second_feeds_batch_waits_for_the_first_to_leave_the_thread() ->
     at a time, and the gate closed until the last one ends."""
     gate = BatchGate()
     entered, release = threading.Event(), threading.Event()
+    second_entered, second_release = threading.Event(), threading.Event()
     order: list[str] = []
 
     def first() -> None:
@@ -124,14 +125,20 @@ async def test_a_second_feeds_batch_waits_for_the_first_to_leave_the_thread() ->
         release.wait(10)
         order.append("first")
 
+    def second() -> None:  # held too: under load its thread may run before the test reads `order`
+        second_entered.set()
+        second_release.wait(10)
+        order.append("second")
+
     one = asyncio.create_task(gate.run(first))
     await started(entered)
-    two = asyncio.create_task(gate.run(lambda: order.append("second")))
+    two = asyncio.create_task(gate.run(second))
     await asyncio.sleep(0.05)
-    assert order == []  # the second waits: two threads on one pipeline would tear it
+    assert order == [] and not second_entered.is_set()  # the second waits: two threads would tear it
     release.set()
     await one
     assert order == ["first"] and gate.busy  # the second's turn: still closed to readers
+    second_release.set()
     await two
     assert order == ["first", "second"] and not gate.busy
 
