@@ -72,34 +72,11 @@ from prexid.detectors.base import (
     unpack_blobs,
 )
 from prexid.detectors.pace import PaceSurprise
-from prexid.detectors.peer import PeerDeviation, segment_median
+from prexid.detectors.peer import PeerDeviation, segment_median, segment_stats
 from prexid.detectors.signals import HEAT_METRICS, WORK_DONE_METRICS, WORK_RATE_METRICS
 
 _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
-
-
-def segment_quartiles(slot: NDArray[np.intp], values: Floats, n: int) -> tuple[Floats, Floats, Floats]:
-    """Quartiles (linear interpolation) of the non-NaN `values` within each segment 0..n-1 (NaN for empty
-    ones), one sort for all."""
-    keep = np.isfinite(values)
-    slot, values = slot[keep], values[keep]
-    sorted_vals = values[np.lexsort((values, slot))]
-    counts = np.bincount(slot, minlength=n)
-    starts = np.cumsum(counts) - counts
-    has = counts > 0
-    out = []
-    for q in (0.25, 0.5, 0.75):
-        pos = np.maximum(counts - 1, 0) * q
-        lo = np.floor(pos).astype(np.int64)
-        frac = pos - lo
-        hi = np.minimum(lo + 1, np.maximum(counts - 1, 0))
-        at = np.full(n, np.nan)
-        if has.any():
-            a, b = sorted_vals[(starts + lo)[has]], sorted_vals[(starts + hi)[has]]
-            at[has] = (1.0 - frac[has]) * a + frac[has] * b
-        out.append(at)
-    return out[0], out[1], out[2]
 
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
@@ -308,19 +285,19 @@ class FailSlow:
 
     def _peers_working(self, ids: Ids, ts: Floats) -> NDArray[np.bool_]:
         """Whether each work series' peers do measurable work on it at `ts`: their median clear of zero
-        by twice their spread (IQR/1.349). Idle tensor pipes read 0 or a rounding step on every GPU of
-        an idle node, and a GPU whose pipes idle as its peers' do is not thereby keeping their pace: on
-        such a node only its power tells a stall (wide-s70's Xid 119, 4 C hotter than its idle peers, its
-        stalls taken for heat throttling at 50 C)."""
+        by twice their spread (`segment_stats`: IQR/1.349 in groups as small as a node's). Idle tensor
+        pipes read 0 or a rounding step on every GPU of an idle node, and a GPU whose pipes idle as its
+        peers' do is not thereby keeping their pace: on such a node only its power tells a stall
+        (wide-s70's Xid 119, 4 C hotter than its idle peers, its stalls taken for heat throttling at 50 C)."""
         slot, member = self.peer.peers_of(ids)
         keep = member != ids[slot]
         slot, member = slot[keep], member[keep]
         value = self.peer.state.read("last", member)
         fresh = self.peer.state.read("last_ts", member) >= ts[slot] - self.peer.fresh_s
         value = np.where(fresh, value, np.nan)
-        low, median, high = segment_quartiles(slot, value, len(ids))
+        median, spread, _ = segment_stats(slot, value, len(ids))
         with np.errstate(invalid="ignore"):
-            return np.asarray(np.abs(median) > 2.0 * (high - low) / 1.349)
+            return np.asarray(np.abs(median) > 2.0 * spread)
 
     def _temps(self, watched: Ids, ts: Floats) -> Floats:
         """Each watched row's GPU temperature, when fresh at `ts` (NaN: none of its own)."""

@@ -268,7 +268,7 @@ class PeerDeviation(ByRounds, ArrayState):
         lo, n_out = offsets[groups], size[at]
         out_slot, _, at_extra = ragged(lo, n_out)
         theirs = extra[at_extra]
-        m, sd, c = _stats(np.concatenate([slot, out_slot]), np.concatenate([own, theirs]), len(groups))
+        m, sd, c = segment_stats(np.concatenate([slot, out_slot]), np.concatenate([own, theirs]), len(groups))
         median[at], spread[at], count[at] = m, sd, c
 
     def fresh_values(self, ids: Ids, ts: Floats, x: Floats, now: float, wanted: Ids) -> tuple[Ids, Floats]:
@@ -378,7 +378,7 @@ def _row_stats(
     return median, spread, count
 
 
-def _stats(slot: Ids, values: Floats, n: int) -> tuple[Floats, Floats, NDArray[np.int64]]:
+def segment_stats(slot: NDArray[np.intp], values: Floats, n: int) -> tuple[Floats, Floats, NDArray[np.int64]]:
     """Median, robust sigma and count of the non-NaN values of each slot 0..n-1, by the same rules as
     a group's own (`PeerDeviation._group_stats`): IQR based up to `_PADDED_MAX` values, MAD based beyond."""
     keep = np.isfinite(values)
