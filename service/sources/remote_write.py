@@ -93,12 +93,8 @@ class LocalIntake:
             raise IntakeFull(1)
 
     async def offer(self, body: bytes, samples: Samples) -> None:
-        if self.closed:
-            raise IntakeUnavailable("prexid is stopping")
-        try:
-            self.queue.put_nowait(Message(body, record_time(samples), TOPIC, 0, self.offset))
-        except asyncio.QueueFull:
-            raise IntakeFull(1) from None
+        self.room(0)  # stopping, or no place left: refused before it is queued
+        self.queue.put_nowait(Message(body, record_time(samples), TOPIC, 0, self.offset))
         self.offset += 1
 
     async def run(self, processor: Processor, on_output: Callable[[Output], None] | None = None) -> None:
