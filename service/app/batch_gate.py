@@ -17,6 +17,8 @@ time:
   only close on the loop, so that code sees no batch half applied;
 - what must answer while a batch runs (`/metrics`) serves instead what it read the last time the gate
   was open (`busy`; at most one shard's batch old); counters are prometheus_client's, thread-safe.
+  Only the process's first scrape, with nothing read before, waits for the batch (bounded:
+  `ReadView.first_read`).
 
 Readers are not starved by a backlog that keeps the gate closed most of the time: a reader that the
 end of a batch woke reads before the next batch can start, as its wake-up is queued before that of

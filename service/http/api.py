@@ -86,10 +86,12 @@ def create_app(state: ServiceState, view: ReadView | None = None) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        """Never waits for a batch: what is read of the pipelines is as of the last one (`batch_gate`)."""
-        entity_scores = (await view.current()).metrics  # rendered off the loop, once per tick at most
+        """Waits for no batch but the one running at the process's first scrape (`ReadView.first_read`):
+        what is read of the pipelines is as of the last time none ran (`batch_gate`)."""
+        await view.first_read()  # then the pipeline collectors below read before the next await
         with entity_scores_apart():
             rest = generate_latest(state.telemetry.registry)  # counters and histograms: fresh, cheap
+        entity_scores = (await view.current()).metrics  # rendered off the loop, once per tick at most
         return Response(rest + entity_scores, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/v1/alerts", response_model=list[Alert])

@@ -12,7 +12,10 @@ consumption for as long, once per scrape, so a scrape loop could hold a replica 
   one is, the view rendered last is served: `batch_gate.py`), so the copy is consistent; the
   rendering runs in a worker thread of its own while the consumer goes on;
 - concurrent requests wait for the one render in progress instead of starting their own, and a
-  request that goes away mid-render leaves it to finish.
+  request that goes away mid-render leaves it to finish;
+- only the process's first read waits for a batch (`first_read`, at most `first_wait_s`): before it
+  there is no last view to serve, and an empty one reads as every series gone (a scrape right after
+  a replica starts, or the first look at `prexid demo` while it replays).
 
 `renders` counts the renders, the expensive recomputations.
 """
@@ -20,6 +23,7 @@ consumption for as long, once per scrape, so a scrape loop could hold a replica 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from collections.abc import Callable, Hashable
@@ -81,9 +85,11 @@ class ReadView:
         state: ServiceState,
         min_interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        first_wait_s: float = 5.0,
     ) -> None:
         self.state = state
         self.min_interval_s = min_interval_s
+        self.first_wait_s = first_wait_s  # half Prometheus' default scrape timeout
         self.clock = clock
         self.renders = 0
         self._view: View | None = None
@@ -97,7 +103,7 @@ class ReadView:
 
     def _fresh(self) -> View | None:
         """The view rendered last, if it may still be served: also whenever a batch is changing the
-        pipelines in the worker thread (`batch_gate.py`), so a scrape never waits for one."""
+        pipelines in the worker thread (`batch_gate.py`), so only the first scrape waits (`first_read`)."""
         if self._view is None:
             return None
         if self.state.gate.busy:
@@ -105,6 +111,14 @@ class ReadView:
         if self._key == self._current_key() or self.clock() - self._rendered_at < self.min_interval_s:
             return self._view
         return None
+
+    async def first_read(self) -> None:
+        """Before the first view, wait for a batch in the thread to end, `first_wait_s` at most; the
+        caller reads before its next `await` (`BatchGate.quiet`). After it, return at once."""
+        if self._view is None and self.state.gate.busy:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.first_wait_s):
+                    await self.state.gate.quiet()
 
     async def current(self) -> View:
         if (view := self._fresh()) is not None:
@@ -116,9 +130,10 @@ class ReadView:
 
     async def _render_now(self) -> View:
         """A view of the pipelines as they are now; while a batch is changing them, the last view, or
-        before any (a replica started into a backlog) one of no entities, rendered again once the
-        gate is open: a scrape never waits for a batch."""
+        before any, once `first_read` gave up (a batch longer than `first_wait_s`), one of no
+        entities, rendered again once the gate is open."""
         cluster = self.state.pipeline.config.cluster
+        await self.first_read()
         if self.state.gate.busy:
             if self._view is None:
                 self._view, self._key = await asyncio.to_thread(self._render, cluster, []), None

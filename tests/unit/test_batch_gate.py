@@ -112,6 +112,33 @@ async def test_metrics_serve_what_was_read_before_the_batch_while_one_runs() -> 
     assert series(generate_latest(state.telemetry.registry)) == series(after)
 
 
+async def test_the_first_scrape_waits_for_the_batch_running_then_serves_its_scores() -> None:
+    """CI caught it: `prexid demo`'s first scrape came while a batch ran and, with nothing read before,
+    was served no entity scores and no pipeline families, though the pipelines had them."""
+    from prexid.service.http.read_view import ReadView
+
+    quiet = DemoFault(node=0, gpu=0, xid_at_s=10**9)
+    ticks = list(simulate(DemoCluster(nodes=2, gpus=2, duration_s=60.0, fault=quiet)))
+    for wait_s, served in ((5.0, True), (0.1, False)):  # a batch shorter, then longer, than the wait
+        state, processor = build(Settings())  # a new process: nothing read yet
+        for tick in ticks[:3]:  # the third ticks fusion: every entity has a score
+            processor.process(*scrape(tick), set())
+        assert state.pipeline.fused_scores.size == len(state.pipeline.registry.entities) > 0
+        entered, release = threading.Event(), threading.Event()
+        running = asyncio.create_task(state.gate.run(lambda e=entered, r=release: (e.set(), r.wait(10))))
+        await started(entered)
+        app = create_app(state, ReadView(state, first_wait_s=wait_s))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as http:
+            scrape_ = asyncio.create_task(http.get("/metrics"))
+            await asyncio.sleep(0.3)
+            assert scrape_.done() is not served  # waited for the batch, or gave up after `wait_s`
+            release.set()
+            await running
+            body = (await scrape_).content
+        assert (b"prexid_gpu_fused_score{" in body) is served
+        assert (b"prexid_family_series{" in body) is served
+
+
 async def test_a_second_feeds_batch_waits_for_the_first_to_leave_the_thread() -> None:
     """`prexid demo` has two feeds (its cluster, remote_write) on one gate: one batch in the thread
     at a time, and the gate closed until the last one ends."""
