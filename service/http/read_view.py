@@ -13,9 +13,10 @@ consumption for as long, once per scrape, so a scrape loop could hold a replica 
   rendering runs in a worker thread of its own while the consumer goes on;
 - concurrent requests wait for the one render in progress instead of starting their own, and a
   request that goes away mid-render leaves it to finish;
-- only the process's first read waits for a batch (`first_read`, at most `first_wait_s`): before it
-  there is no last view to serve, and an empty one reads as every series gone (a scrape right after
-  a replica starts, or the first look at `prexid demo` while it replays).
+- only the process's first read waits for a batch (`first_read`, at most `first_wait_s`, 1 s): before
+  it there is no last view to serve, and an empty one reads as every series gone (the first look at
+  `prexid demo` while it replays). A batch longer than that (a replica started into a backlog) gets
+  the empty view, as a scrape must not wait seconds.
 
 `renders` counts the renders, the expensive recomputations.
 """
@@ -85,11 +86,11 @@ class ReadView:
         state: ServiceState,
         min_interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
-        first_wait_s: float = 5.0,
+        first_wait_s: float = 1.0,
     ) -> None:
         self.state = state
         self.min_interval_s = min_interval_s
-        self.first_wait_s = first_wait_s  # half Prometheus' default scrape timeout
+        self.first_wait_s = first_wait_s
         self.clock = clock
         self.renders = 0
         self._view: View | None = None
