@@ -7,12 +7,14 @@ GPUs at the same instant (in degrees, not as a fraction: a fixed offset stays fi
 the whole node by 60 °C), the residual averaged over `batch_s`, and each mean judged against the GPU's
 own usual offset and spread, learned slowly (a robust EWMA with a six-hour half-life): a GPU that always
 runs 4 °C warmer than its neighbours is normal, one whose fan or cold plate is failing creeps away from
-its offset for hours. Only warmer counts: the means' robust z-scores (clipped at `clip_sigmas`) feed a
-one-sided CUSUM with slack `slack`, whose height is calibrated against the series' own history
-(`TailCalibrator`; the prior is a Gaussian random walk's, P(height > h) ~ exp(-2 slack h)). One warm
-five minutes raises it by `clip_sigmas - slack` at most: only a creep that lasts builds up. It is capped
-a little past where p reaches its floor and halved by a mean back at the usual offset, so once the GPU
-is back the evidence is gone within a quarter hour, not after as long as the creep lasted. A series
+its offset for hours. A young spread is widened (it is learned around an offset that follows the means'
+slow wander), and a settled one is not learned from a creep building evidence. Only warmer counts: the
+means' robust z-scores (clipped at `clip_sigmas`) feed a one-sided CUSUM with slack `slack`, whose height
+is calibrated against the series' own history (`TailCalibrator`; the prior is a Gaussian random walk's,
+P(height > h) ~ exp(-2 slack h)). One warm five minutes raises it by `clip_sigmas - slack` at most: only
+a creep that lasts builds up. It is capped a little past where p reaches its floor and halved by a mean
+back at the usual offset, so once the GPU is back the evidence is gone within a quarter hour, not after
+as long as the creep lasted. A series
 silent for `max_gap_s` (a reboot, a drain) starts its CUSUM afresh: the GPU that comes back is not the
 one that left.
 
@@ -80,11 +82,15 @@ class CoolingDrift:
         slack: float = 1.0,
         max_height: float = 15.0,
         max_gap_s: float = 600.0,  # past p's floor (1e-12 under the prior): an end shows within minutes
+        youth: float = 3.0,  # the spread is widened by sqrt(1 + youth / means seen)
+        settled: int = 36,  # batches: three hours of a spread before a creep may stop its learning
+        spread_height: float = 4.0,  # a settled spread does not learn means judged with a CUSUM above this
     ) -> None:
         self.batch_s, self.min_peers, self.fresh_s = batch_s, min_peers, fresh_s
         self.half_life_s, self.warmup, self.abs_floor = half_life_s, warmup, abs_floor
         self.clip_sigmas, self.slack, self.max_height = clip_sigmas, slack, max_height
-        self.max_gap_s = max_gap_s
+        self.max_gap_s, self.youth = max_gap_s, youth
+        self.settled, self.spread_height = settled, spread_height
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.group_of = np.full(0, -1, dtype=np.int32)  # series id -> its peer group, as declared
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
@@ -185,7 +191,11 @@ class CoolingDrift:
         sigma = np.maximum(MAD_TO_SIGMA * mad, self.abs_floor)
         dev = mean - center
         judged = n >= self.warmup
-        z = np.where(judged, np.minimum(dev / sigma, self.clip_sigmas), 0.0)
+        # a young spread is too tight: the running offset follows the means' slow wander (a thermal lag of
+        # minutes makes five-minute means remember half of each other), so they stray little from it and a
+        # healthy GPU warm for half an hour two hours in paged (wide-s17, s71, s1015)
+        young = sigma * np.sqrt(1.0 + self.youth / np.maximum(n, 1.0))
+        z = np.where(judged, np.minimum(dev / young, self.clip_sigmas), 0.0)
         height = np.clip(st["height"][ids] + z - self.slack, 0.0, self.max_height)
         height = np.where(judged, np.where(z > 0.0, height, 0.5 * height), 0.0)  # back at its offset
         p = self.calibrator.score(ids, np.where(judged, height, np.nan))
@@ -194,7 +204,10 @@ class CoolingDrift:
         limit = self.clip_sigmas * sigma
         first = n == 0
         st["center"][ids] = np.where(first, mean, center + alpha * np.clip(dev, -limit, limit))
-        st["mad"][ids] = np.where(first, 0.0, mad + alpha * (np.minimum(np.abs(dev), limit) - mad))
+        # a settled spread is not widened by the creep it judges (wide-s74's grew 40% and all but hid it)
+        creep = (st["height"][ids] > self.spread_height) & (n >= self.settled)
+        calm = np.where(creep, 0.0, alpha)
+        st["mad"][ids] = np.where(first, 0.0, mad + calm * (np.minimum(np.abs(dev), limit) - mad))
         st["n"][ids], st["mean_ts"][ids], st["height"][ids] = n + 1.0, ts, height
         return p
 

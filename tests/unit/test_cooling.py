@@ -56,6 +56,39 @@ def test_a_creep_against_the_peers_is_found_and_the_load_swinging_the_node_is_no
     assert len(called) and 1500 < called[0] < 1800  # within 75 minutes, 5 °C up
 
 
+def wandering_temps(seed: int, scrapes: int, warm: float = 0.0, creep: float = 0.0) -> list[np.ndarray]:
+    """A node whose GPUs' heat wanders as a nine-minute thermal lag lets it (wide-s17, wide-s71: five-minute
+    means remember half of each other), the job swinging the node as `node_temps`. GPU 3 runs `warm` °C
+    warmer for 40 minutes from scrape 480 (two hours in) as such a wander does at times, and creeps `creep`
+    °C warmer, steadily, over the 4.4 hours from scrape 1500 (its cooling failing; back after)."""
+    rng = np.random.default_rng(seed)
+    offsets = rng.normal(0.0, 3.0, GPUS)
+    keep, heat = np.exp(-15.0 / 540.0), np.zeros(GPUS)
+    temps = []
+    for t in range(scrapes):
+        heat = keep * heat + rng.normal(0.0, 0.5, GPUS)
+        x = 40.0 + 40.0 * (t // 400 % 2) + offsets + heat
+        x[3] += warm * np.sin(np.pi * (t - 480) / 160) if 480 <= t < 640 else 0.0
+        x[3] += creep * (t - 1500) / 1060 if 1500 <= t < 2560 else 0.0
+        temps.append(x)
+    return temps
+
+
+def test_a_young_gpu_warm_for_a_while_as_its_heat_wanders_does_not_page() -> None:
+    """Two hours in, a GPU's spread is learned from two dozen means that follow each other, against an
+    offset that follows them: too tight, and a healthy wander of 6 °C paged (wide-s17, s71, s1015)."""
+    assert detect(wandering_temps(3, 960, warm=6.0))[:, 3].min() > 2e-9
+
+
+def test_a_slow_creep_does_not_widen_the_spread_it_is_judged_against() -> None:
+    """A settled GPU creeping 5 °C over four hours: learned into the spread, the creep widened it as fast
+    as its evidence grew and was never called (wide-s74 was called 19 minutes before its end)."""
+    p = detect(wandering_temps(3, 2880, creep=5.0))
+    assert p[:1500].min() > 1e-6
+    called = np.flatnonzero(p[:, 3] < 1e-9)
+    assert len(called) and 1500 < called[0] < 2560
+
+
 def test_a_neighbour_running_cooler_does_not_make_a_gpu_look_warmer() -> None:
     """A GPU drawing less power for hours (data-dependent work) cools. Against a plain median of offsets
     spread over degrees, its neighbour in the ranking read 3 °C warmer for hours and paged (wide-s5);
