@@ -14,9 +14,8 @@ is calibrated against the series' own history (`TailCalibrator`; the prior is a 
 P(height > h) ~ exp(-2 slack h)). One warm five minutes raises it by `clip_sigmas - slack` at most: only
 a creep that lasts builds up. It is capped a little past where p reaches its floor and halved by a mean
 back at the usual offset, so once the GPU is back the evidence is gone within a quarter hour, not after
-as long as the creep lasted. A series
-silent for `max_gap_s` (a reboot, a drain) starts its CUSUM afresh: the GPU that comes back is not the
-one that left.
+as long as the creep lasted. A series silent for `max_gap_s` (a reboot, a drain) starts its CUSUM
+afresh: the GPU that comes back is not the one that left.
 
 The evidence is the `cooling` family's, which may page alone once sustained, as ramping hardware errors
 may (`signals.SUSTAINED_FAMILIES`).
