@@ -11,11 +11,7 @@ Evidence is judged on scrapes that saw new events, over a short decaying window 
 and against the baseline learned before that window: the tail probability of the window's events
 (compound) and of its bursts (plain Poisson), the smaller of the two, doubled for having looked twice.
 Bursts close together add up, so a run of them gathers strength where each alone would not, and does
-not teach its own baseline while it is judged. A run of bursts (until the window's count fades below
-`RUN_OVER`) under `young_s` old is judged against the history from before it, its own events held out as
-the window lets them go, while most of its bursts are of the kind the caller holds out (`update`'s
-`held`; fail-slow: scrapes behind doing less work, stalls rather than throttling); an older run is a
-habit, learned. A drop means the counter restarted from zero.
+not teach its own baseline while it is judged. A drop means the counter restarted from zero.
 """
 
 from __future__ import annotations
