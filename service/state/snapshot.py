@@ -59,8 +59,7 @@ VERSION = 29  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # fitted from every partition's statistics) and refits at fixed event times
 # v27: each known fault keeps the event time of the Xid that marked it (`since`: it holds from then on)
 # v28: the error counters' fleet prior keeps each field's errors a burst (`errors_per_burst`), not an episode
-# v29: fail-slow's pace keeps each GPU's run of scrapes behind (`run_bursts`, `run_errors`, `run_start`,
-# `run_held`: those that did less work than the peers)
+# v29: fail-slow's pace keeps each GPU's run of scrapes behind (`run_bursts`, `run_errors`, `run_start`)
 
 
 class SnapshotError(ValueError):
