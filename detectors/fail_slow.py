@@ -227,15 +227,11 @@ class FailSlow:
         with np.errstate(invalid="ignore"):
             late = self.peer.shortfall(ids[sel]) <= -self.shortfall
         heat = self._usual_heat(ids[sel], watched, ts[sel])
-        less = np.zeros(len(sel), dtype=bool)
-        if late.any():
-            at = np.flatnonzero(late)
-            less[at] = self._less_work(watched[at], ts[sel][at])
-        late &= ~(heat & ~less)
+        if heat.any():
+            heat &= ~self._less_work(watched, ts[sel])
+        late &= ~heat
         np.add.at(self.behind, watched, late)
-        # a run of scrapes behind doing less work too (stalling firmware, a straggler) is judged against the
-        # pace before it; lags doing the peers' work (throttling in turns on a hot node) teach it as before
-        p[sel] = self.events.update(watched, ts[sel], self.behind[watched], held=late & less)
+        p[sel] = self.events.update(watched, ts[sel], self.behind[watched])
         return p
 
     def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats) -> NDArray[np.bool_]:

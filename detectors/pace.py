@@ -17,10 +17,9 @@ not teach its own baseline while it is judged. A drop means the counter restarte
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.special import bdtr, gammaln, pdtrc
 
-from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, unique_rounds
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
@@ -78,27 +77,10 @@ class PaceSurprise(ByRounds, ArrayDetector):
                 "run_bursts": 0.0,
                 "run_errors": 0.0,
                 "run_start": np.nan,
-                "run_held": 0.0,  # ... its bursts of the caller's kind to hold out (`update`'s `held`)
             }
         )
 
-    def update(self, ids: Ids, ts: Floats, values: Floats, held: NDArray[np.bool_] | None = None) -> Floats:
-        """p of each sample; `held` marks the samples whose new events a young run holds out of the pace
-        they are judged by (None: every sample's)."""
-        if held is None:
-            return super().update(ids, ts, values)
-        if len(ids) == 0:
-            return np.ones(0, dtype=np.float64)
-        self.grow(int(ids.max()))
-        p = np.ones(len(ids), dtype=np.float64)
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._round(ids[idx], ts[idx], values[idx], held[idx])
-        return p
-
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        return self._round(ids, ts, x, np.ones(len(ids), dtype=bool))
-
-    def _round(self, ids: Ids, ts: Floats, x: Floats, held: NDArray[np.bool_]) -> Floats:
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
         errors, bursts, exposure = st["errors"][ids], st["bursts"][ids], st["exposure"][ids]
@@ -121,7 +103,6 @@ class PaceSurprise(ByRounds, ArrayDetector):
         run_bursts = np.where(over, 0.0, st["run_bursts"][ids])
         run_errors = np.where(over, 0.0, st["run_errors"][ids])
         run_start = np.where(over, np.nan, st["run_start"][ids])
-        run_held = np.where(over, 0.0, st["run_held"][ids])
         p = np.ones(len(ids), dtype=np.float64)
         new = np.flatnonzero(delta > 0)
         if len(new):  # the window against the history before it
@@ -131,8 +112,6 @@ class PaceSurprise(ByRounds, ArrayDetector):
             # an older one is a habit, learned as the window lets it go
             with np.errstate(invalid="ignore"):
                 young = ts[new] - run_start[new] < self.young_s
-            # ... while most of its bursts so far, this one too, are of the kind held out
-            young &= 2.0 * (run_held[new] + held[new]) >= run_bursts[new] + 1.0
             held_bursts = np.where(young, np.maximum(run_bursts[new], recent_bursts[new]), recent_bursts[new])
             held_errors = np.where(young, np.maximum(run_errors[new], recent[new]), recent[new])
             past_bursts = np.maximum(bursts[new] - held_bursts, 0.0)
@@ -149,7 +128,6 @@ class PaceSurprise(ByRounds, ArrayDetector):
         burst = (delta > 0).astype(np.float64)
         st["run_bursts"][ids] = np.where(seen, run_bursts * decay + burst, st["run_bursts"][ids])
         st["run_errors"][ids] = np.where(seen, run_errors * decay + delta, st["run_errors"][ids])
-        st["run_held"][ids] = np.where(seen, run_held * decay + burst * held, st["run_held"][ids])
         st["run_start"][ids] = np.where(
             seen, np.where((delta > 0) & ~np.isfinite(run_start), ts, run_start), st["run_start"][ids]
         )
