@@ -407,31 +407,3 @@ def test_a_hot_slot_reaching_its_slowdown_temperature_first_after_a_dip_is_not_n
         out.append(fs.update(ids, ts, x))
     assert np.array(out)[:, 5].min() == 1.0
     assert fs.behind[fs.slot[5]] == 0.0
-
-
-def stall_p(every: int, clean: int, ticks: int) -> list[float]:
-    """p of GPU 5's clock at each of its stalls: its node's 8 GPUs at their peers' pace for `clean`
-    scrapes, then GPU 5 at 60% of them on every `every`-th scrape for `ticks` more."""
-    fs, ids = FailSlow(), np.arange(GPUS, dtype=np.int64)
-    fs.set_groups(ids, np.zeros(GPUS, dtype=np.int64))
-    fs.watch(ids)
-    rng, out = np.random.default_rng(5), []
-    for t in range(clean + ticks):
-        x = 1965.0 + rng.normal(0, 4.0, GPUS)
-        stall = t >= clean and (t - clean) % every == 0
-        if stall:
-            x[5] *= 0.6
-        p = fs.update(ids, np.full(GPUS, 15.0 * t), x)
-        if stall:
-            out.append(float(p[5]))
-    return out
-
-
-def test_a_run_of_stalls_is_judged_against_the_pace_from_before_it() -> None:
-    """Stalling firmware after two clean hours, one scrape in five: its fourth stall is page-strong
-    (6.8e-7 when the stalls' fading window weight taught the GPU their own pace)."""
-    assert stall_p(5, 480, 20)[3] < 1e-9
-
-
-def test_a_gpu_lagging_every_ten_minutes_for_hours_is_learned_as_its_habit() -> None:
-    assert stall_p(40, 480, 40 * 24 * 6)[-1] > 0.1
