@@ -23,7 +23,6 @@ from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesSt
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
-RUN_OVER = 0.25  # the window's bursts below this (an hour quiet at a 30-min window): the run is over
 _MAX_BURSTS = 48  # bursts summed exactly in the compound tail; the rest bounded by the Poisson tail
 
 
@@ -55,9 +54,7 @@ class PaceSurprise(ByRounds, ArrayDetector):
         prior_days: float = 1 / 24,
         forget_half_life_s: float = 7 * _DAY,
         window_s: float = 300.0,
-        young_s: float = 7200.0,
     ) -> None:
-        self.young_s = young_s
         self.prior_bursts = prior_per_day * prior_days
         self.prior_seconds = prior_days * _DAY
         self.forget_half_life_s = forget_half_life_s
@@ -72,11 +69,6 @@ class PaceSurprise(ByRounds, ArrayDetector):
                 "recent": 0.0,  # errors of the last minutes (`window_s` half-life)
                 "recent_bursts": 0.0,  # ... scrapes that saw them
                 "recent_seconds": 0.0,  # ... and seconds watched
-                # the run: events until the window's bursts fade below `RUN_OVER`, forgotten as the
-                # long-run ones, and when its first came (NaN: no run)
-                "run_bursts": 0.0,
-                "run_errors": 0.0,
-                "run_start": np.nan,
             }
         )
 
@@ -98,24 +90,11 @@ class PaceSurprise(ByRounds, ArrayDetector):
         )
         recent, recent_bursts, window = was_recent * fade, was_bursts * fade, was_seconds * fade + dt
 
-        # a run is over once the window's bursts have faded out; its events stay in the history
-        over = recent_bursts < RUN_OVER
-        run_bursts = np.where(over, 0.0, st["run_bursts"][ids])
-        run_errors = np.where(over, 0.0, st["run_errors"][ids])
-        run_start = np.where(over, np.nan, st["run_start"][ids])
         p = np.ones(len(ids), dtype=np.float64)
         new = np.flatnonzero(delta > 0)
         if len(new):  # the window against the history before it
-            # a young run is judged against the history from before it: its own events, as the window's
-            # weight on them fades, must not become the pace they are judged by (a GPU stalling every
-            # minute or two taught itself a pace 14x its own within four stalls, wide-s81's Xid 119);
-            # an older one is a habit, learned as the window lets it go
-            with np.errstate(invalid="ignore"):
-                young = ts[new] - run_start[new] < self.young_s
-            held_bursts = np.where(young, np.maximum(run_bursts[new], recent_bursts[new]), recent_bursts[new])
-            held_errors = np.where(young, np.maximum(run_errors[new], recent[new]), recent[new])
-            past_bursts = np.maximum(bursts[new] - held_bursts, 0.0)
-            past_errors = np.maximum(errors[new] - held_errors, 0.0)
+            past_bursts = np.maximum(bursts[new] - recent_bursts[new], 0.0)
+            past_errors = np.maximum(errors[new] - recent[new], 0.0)
             past_seconds = np.maximum(exposure[new] + dt[new] - window[new], 0.0)
             rate = (self.prior_bursts + past_bursts) / (self.prior_seconds + past_seconds)
             mean_size = (1.0 + past_errors) / (1.0 + past_bursts)
@@ -126,11 +105,6 @@ class PaceSurprise(ByRounds, ArrayDetector):
 
         decay = np.exp2(-dt / self.forget_half_life_s)
         burst = (delta > 0).astype(np.float64)
-        st["run_bursts"][ids] = np.where(seen, run_bursts * decay + burst, st["run_bursts"][ids])
-        st["run_errors"][ids] = np.where(seen, run_errors * decay + delta, st["run_errors"][ids])
-        st["run_start"][ids] = np.where(
-            seen, np.where((delta > 0) & ~np.isfinite(run_start), ts, run_start), st["run_start"][ids]
-        )
         st["errors"][ids] = np.where(seen, errors * decay + delta, errors)
         st["bursts"][ids] = np.where(seen, bursts * decay + burst, bursts)
         st["exposure"][ids] = np.where(seen, exposure * decay + dt, exposure)
