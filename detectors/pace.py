@@ -11,18 +11,24 @@ Evidence is judged on scrapes that saw new events, over a short decaying window 
 and against the baseline learned before that window: the tail probability of the window's events
 (compound) and of its bursts (plain Poisson), the smaller of the two, doubled for having looked twice.
 Bursts close together add up, so a run of them gathers strength where each alone would not, and does
-not teach its own baseline while it is judged. A drop means the counter restarted from zero.
+not teach its own baseline while it is judged. A run of bursts (until the window's count fades below
+`RUN_OVER`) under `young_s` old is judged against the history from before it, its own events held out as
+the window lets them go, while most of its bursts are of the kind the caller holds out (`update`'s
+`held`; fail-slow: scrapes deep behind doing less work, stalls rather than throttling); an older run is a
+habit, learned. A drop means the counter restarted from zero.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import bdtr, gammaln, pdtrc
 
-from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, unique_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
+RUN_OVER = 0.25  # the window's bursts below this (an hour quiet at a 30-min window): the run is over
 _MAX_BURSTS = 48  # bursts summed exactly in the compound tail; the rest bounded by the Poisson tail
 
 
@@ -54,7 +60,9 @@ class PaceSurprise(ByRounds, ArrayDetector):
         prior_days: float = 1 / 24,
         forget_half_life_s: float = 7 * _DAY,
         window_s: float = 300.0,
+        young_s: float = 7200.0,
     ) -> None:
+        self.young_s = young_s
         self.prior_bursts = prior_per_day * prior_days
         self.prior_seconds = prior_days * _DAY
         self.forget_half_life_s = forget_half_life_s
@@ -69,10 +77,32 @@ class PaceSurprise(ByRounds, ArrayDetector):
                 "recent": 0.0,  # errors of the last minutes (`window_s` half-life)
                 "recent_bursts": 0.0,  # ... scrapes that saw them
                 "recent_seconds": 0.0,  # ... and seconds watched
+                # the run: events until the window's bursts fade below `RUN_OVER`, forgotten as the
+                # long-run ones, and when its first came (NaN: no run)
+                "run_bursts": 0.0,
+                "run_errors": 0.0,
+                "run_start": np.nan,
+                "run_held": 0.0,  # ... its bursts of the caller's kind to hold out (`update`'s `held`)
             }
         )
 
+    def update(self, ids: Ids, ts: Floats, values: Floats, held: NDArray[np.bool_] | None = None) -> Floats:
+        """p of each sample; `held` marks the samples whose new events a young run holds out of the pace
+        they are judged by (None: every sample's)."""
+        if held is None:
+            return super().update(ids, ts, values)
+        if len(ids) == 0:
+            return np.ones(0, dtype=np.float64)
+        self.grow(int(ids.max()))
+        p = np.ones(len(ids), dtype=np.float64)
+        for idx in unique_rounds(ids, ts):
+            p[idx] = self._round(ids[idx], ts[idx], values[idx], held[idx])
+        return p
+
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        return self._round(ids, ts, x, np.ones(len(ids), dtype=bool))
+
+    def _round(self, ids: Ids, ts: Floats, x: Floats, held: NDArray[np.bool_]) -> Floats:
         st = self.state
         last, last_ts = st["last"][ids], st["last_ts"][ids]
         errors, bursts, exposure = st["errors"][ids], st["bursts"][ids], st["exposure"][ids]
@@ -90,11 +120,27 @@ class PaceSurprise(ByRounds, ArrayDetector):
         )
         recent, recent_bursts, window = was_recent * fade, was_bursts * fade, was_seconds * fade + dt
 
+        # a run is over once the window's bursts have faded out; its events stay in the history
+        over = recent_bursts < RUN_OVER
+        run_bursts = np.where(over, 0.0, st["run_bursts"][ids])
+        run_errors = np.where(over, 0.0, st["run_errors"][ids])
+        run_start = np.where(over, np.nan, st["run_start"][ids])
+        run_held = np.where(over, 0.0, st["run_held"][ids])
         p = np.ones(len(ids), dtype=np.float64)
         new = np.flatnonzero(delta > 0)
         if len(new):  # the window against the history before it
-            past_bursts = np.maximum(bursts[new] - recent_bursts[new], 0.0)
-            past_errors = np.maximum(errors[new] - recent[new], 0.0)
+            # a young run is judged against the history from before it: its own events, as the window's
+            # weight on them fades, must not become the pace they are judged by (a GPU stalling every
+            # minute or two taught itself a pace 14x its own within four stalls, wide-s81's Xid 119);
+            # an older one is a habit, learned as the window lets it go
+            with np.errstate(invalid="ignore"):
+                young = ts[new] - run_start[new] < self.young_s
+            # ... while most of its bursts so far, this one too, are of the kind held out
+            young &= 2.0 * (run_held[new] + held[new]) >= run_bursts[new] + 1.0
+            held_bursts = np.where(young, np.maximum(run_bursts[new], recent_bursts[new]), recent_bursts[new])
+            held_errors = np.where(young, np.maximum(run_errors[new], recent[new]), recent[new])
+            past_bursts = np.maximum(bursts[new] - held_bursts, 0.0)
+            past_errors = np.maximum(errors[new] - held_errors, 0.0)
             past_seconds = np.maximum(exposure[new] + dt[new] - window[new], 0.0)
             rate = (self.prior_bursts + past_bursts) / (self.prior_seconds + past_seconds)
             mean_size = (1.0 + past_errors) / (1.0 + past_bursts)
@@ -105,6 +151,12 @@ class PaceSurprise(ByRounds, ArrayDetector):
 
         decay = np.exp2(-dt / self.forget_half_life_s)
         burst = (delta > 0).astype(np.float64)
+        st["run_bursts"][ids] = np.where(seen, run_bursts * decay + burst, st["run_bursts"][ids])
+        st["run_errors"][ids] = np.where(seen, run_errors * decay + delta, st["run_errors"][ids])
+        st["run_held"][ids] = np.where(seen, run_held * decay + burst * held, st["run_held"][ids])
+        st["run_start"][ids] = np.where(
+            seen, np.where((delta > 0) & ~np.isfinite(run_start), ts, run_start), st["run_start"][ids]
+        )
         st["errors"][ids] = np.where(seen, errors * decay + delta, errors)
         st["bursts"][ids] = np.where(seen, bursts * decay + burst, bursts)
         st["exposure"][ids] = np.where(seen, exposure * decay + dt, exposure)

@@ -407,3 +407,45 @@ def test_a_hot_slot_reaching_its_slowdown_temperature_first_after_a_dip_is_not_n
         out.append(fs.update(ids, ts, x))
     assert np.array(out)[:, 5].min() == 1.0
     assert fs.behind[fs.slot[5]] == 0.0
+
+
+def lags_p(every: int, clean: int, ticks: int, clock: float, work: float) -> list[float]:
+    """p of GPU 5's clock at each of its lags: a busy node (`with_work`'s) at its peers' pace for `clean`
+    scrapes, then GPU 5 at `clock` x its peers' clock, its power and tensor activity at `work` x
+    theirs, on every `every`-th scrape for `ticks` more (at its peers' temperature)."""
+
+    def frame(rng: np.random.Generator, t: int) -> np.ndarray:
+        x = np.r_[
+            1965.0 + rng.normal(0, 4.0, GPUS),
+            80.0 + rng.normal(0, 0.3, GPUS),
+            900.0 + rng.normal(0, 7.0, GPUS),
+            0.4 + rng.normal(0, 0.004, GPUS),
+        ]
+        if t >= clean and (t - clean) % every == 0:
+            x[5] *= clock
+            x[[2 * GPUS + 5, 3 * GPUS + 5]] *= work
+        return x
+
+    p = run_node(0.0, clean + ticks, 5, frame)[clean:, 5]
+    return [float(v) for v in p[::every]]
+
+
+def test_a_run_of_stalls_is_judged_against_the_pace_from_before_it() -> None:
+    """Stalling firmware after two clean hours, one scrape in five (clock at 60%, power and pipes behind):
+    its fourth stall is page-strong (6.8e-7 when the stalls' fading window weight taught the GPU their
+    own pace)."""
+    assert lags_p(5, 480, 20, 0.6, 0.6)[3] < 1e-9
+
+
+def test_a_run_of_lags_doing_the_peers_work_still_teaches_its_pace() -> None:
+    """A GPU throttling in turns on a hot node (wide-s61: 10-13% behind, as hot as its peers, its power and
+    pipes at theirs) is learned as before (its fourth lag 4e-8; held out as stalls are, 1e-10)."""
+    assert lags_p(2, 480, 10, 0.88, 1.0)[3] > 1e-9
+    # shallow lags doing less work (an idle GPU's power spreads widely: wide-s1070) teach it too; deep
+    # ones are a run of stalls
+    assert lags_p(2, 480, 10, 0.88, 0.6)[3] > 1e-9
+    assert lags_p(2, 480, 10, 0.6, 0.6)[3] < 1e-9
+
+
+def test_a_gpu_lagging_every_ten_minutes_for_hours_is_learned_as_its_habit() -> None:
+    assert lags_p(40, 480, 40 * 24 * 6, 0.6, 0.6)[-1] > 0.1
