@@ -237,17 +237,22 @@ def run_node(
     return np.array(out)[:, :GPUS]
 
 
+def busy(rng: np.random.Generator) -> np.ndarray:
+    """One scrape of a busy node: every GPU's clock, temperature, power and tensor activity, at pace."""
+    return np.r_[
+        1965.0 + rng.normal(0, 4.0, GPUS),
+        80.0 + rng.normal(0, 0.3, GPUS),
+        900.0 + rng.normal(0, 7.0, GPUS),
+        0.4 + rng.normal(0, 0.004, GPUS),
+    ]
+
+
 def with_work(hot: float, work: float) -> np.ndarray:
     """A busy node, GPU 5's clock at 70% and its power and activity at `work` x its peers' from the 40th
     scrape on."""
 
     def frame(rng: np.random.Generator, t: int) -> np.ndarray:
-        x = np.r_[
-            1965.0 + rng.normal(0, 4.0, GPUS),
-            80.0 + rng.normal(0, 0.3, GPUS),
-            900.0 + rng.normal(0, 7.0, GPUS),
-            0.4 + rng.normal(0, 0.004, GPUS),
-        ]
+        x = busy(rng)
         if t >= 40:
             x[5] *= 0.7
             x[[2 * GPUS + 5, 3 * GPUS + 5]] *= work
@@ -415,12 +420,7 @@ def lags_p(every: int, clean: int, ticks: int, clock: float, work: float) -> lis
     theirs, on every `every`-th scrape for `ticks` more (at its peers' temperature)."""
 
     def frame(rng: np.random.Generator, t: int) -> np.ndarray:
-        x = np.r_[
-            1965.0 + rng.normal(0, 4.0, GPUS),
-            80.0 + rng.normal(0, 0.3, GPUS),
-            900.0 + rng.normal(0, 7.0, GPUS),
-            0.4 + rng.normal(0, 0.004, GPUS),
-        ]
+        x = busy(rng)
         if t >= clean and (t - clean) % every == 0:
             x[5] *= clock
             x[[2 * GPUS + 5, 3 * GPUS + 5]] *= work
