@@ -239,12 +239,13 @@ def run_node(
 
 def busy(rng: np.random.Generator) -> np.ndarray:
     """One scrape of a busy node: every GPU's clock, temperature, power and tensor activity, at pace."""
-    return np.r_[
+    x: np.ndarray = np.r_[
         1965.0 + rng.normal(0, 4.0, GPUS),
         80.0 + rng.normal(0, 0.3, GPUS),
         900.0 + rng.normal(0, 7.0, GPUS),
         0.4 + rng.normal(0, 0.004, GPUS),
     ]
+    return x
 
 
 def with_work(hot: float, work: float) -> np.ndarray:
