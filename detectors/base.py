@@ -290,15 +290,16 @@ def unique_rounds(ids: Ids, ts: Floats) -> Iterator[NDArray[np.intp] | slice]:
 
 
 def by_rounds(
-    update_round: Callable[[Ids, Floats, Floats], Floats], ids: Ids, ts: Floats, x: Floats
+    update_round: Callable[..., Floats], ids: Ids, ts: Floats, x: Floats, *extra: NDArray[np.generic]
 ) -> Floats:
     """Each sample's p from `update_round` applied to the batch's rounds (`unique_rounds`); a batch of
-    distinct series is one round, whose answer is returned as it is (no copy into a fresh array)."""
+    distinct series is one round, whose answer is returned as it is (no copy into a fresh array).
+    `extra` per-sample arrays go into each round beside the values, cut as they are."""
     if len(ids) and _all_distinct(ids):
-        return update_round(ids, ts, x)
+        return update_round(ids, ts, x, *extra)
     p = np.ones(len(ids), dtype=np.float64)
     for idx in unique_rounds(ids, ts):
-        p[idx] = update_round(ids[idx], ts[idx], x[idx])
+        p[idx] = update_round(ids[idx], ts[idx], x[idx], *(e[idx] for e in extra))
     return p
 
 

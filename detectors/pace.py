@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import bdtr, gammaln, pdtrc
 
-from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, unique_rounds
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, by_rounds
 
 P_FLOOR = 1e-12
 _DAY = 86400.0
@@ -89,18 +89,11 @@ class PaceSurprise(ByRounds, ArrayDetector):
     def update(self, ids: Ids, ts: Floats, values: Floats, held: NDArray[np.bool_] | None = None) -> Floats:
         """p of each sample; `held` marks the samples whose new events a young run holds out of the pace
         they are judged by (None: every sample's)."""
-        if held is None:
-            return super().update(ids, ts, values)
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
         self.grow(int(ids.max()))
-        p = np.ones(len(ids), dtype=np.float64)
-        for idx in unique_rounds(ids, ts):
-            p[idx] = self._round(ids[idx], ts[idx], values[idx], held[idx])
-        return p
-
-    def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        return self._round(ids, ts, x, np.ones(len(ids), dtype=bool))
+        every = np.ones(len(ids), dtype=bool) if held is None else held
+        return by_rounds(self._round, ids, ts, values, every)
 
     def _round(self, ids: Ids, ts: Floats, x: Floats, held: NDArray[np.bool_]) -> Floats:
         st = self.state
