@@ -270,6 +270,7 @@ def test_damage_to_the_metadata_a_restore_reads_last_is_refused_with_a_reason() 
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # numpy on some damaged headers: "created on Python 2"
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # ... its parse: invalid escapes, dtype "a"
 def test_every_one_byte_damage_to_an_array_header_is_refused_or_still_an_array() -> None:
     """numpy's own header parser raises tokenize.TokenError (a `{` changed) or TypeError on some
     damage: `load_array` turns whatever it raises into the ValueError a restore refuses."""
