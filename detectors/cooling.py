@@ -8,13 +8,16 @@ the whole node by 60 °C), the residual averaged over `batch_s`, and each mean j
 own usual offset and spread, learned slowly (a robust EWMA with a six-hour half-life): a GPU that always
 runs 4 °C warmer than its neighbours is normal, one whose fan or cold plate is failing creeps away from
 its offset for hours. A young spread is widened (it is learned around an offset that follows the means'
-slow wander), and a settled one is not learned from a creep building evidence. Only warmer counts: the
-means' robust z-scores (clipped at `clip_sigmas`) feed a one-sided CUSUM with slack `slack`, whose height
-is calibrated against the series' own history (`TailCalibrator`; the prior is a Gaussian random walk's,
-P(height > h) ~ exp(-2 slack h)). One warm five minutes raises it by `clip_sigmas - slack` at most: only
-a creep that lasts builds up. It is capped a little past where p reaches its floor and halved by a mean
-back at the usual offset, so once the GPU is back the evidence is gone within a quarter hour, not after
-as long as the creep lasted. A series silent for `max_gap_s` (a reboot, a drain) starts its CUSUM
+slow wander), and a settled one is not learned from a creep building evidence. On a node whose thermal
+lag is minutes the means remember each other (rho, learned per node) and a healthy GPU's heat wanders
+warm for half an hour: the z-scores are divided by ((1 + rho) / (1 - rho)) ** `memory_power`. Only
+warmer counts: the z-scores (clipped at `clip_sigmas`) feed a one-sided CUSUM with slack `slack`, whose
+height is calibrated against the series' own history (`TailCalibrator`; the prior is a random walk's,
+P(height > h) ~ exp(-2 `tail` slack h), steeper than a Gaussian one's so that a node whose means forget
+fast finds a short creep within it). One warm five minutes raises it by `clip_sigmas - slack` at
+most: only a creep that lasts builds up. It is capped a little past where p reaches its floor and halved
+by a mean back at the usual offset, so once the GPU is back the evidence is gone within a quarter hour,
+not after as long as the creep lasted. A series silent for `max_gap_s` (a reboot, a drain) starts its CUSUM
 afresh: the GPU that comes back is not the one that left.
 
 The evidence is the `cooling` family's, which may page alone once sustained, as ramping hardware errors
