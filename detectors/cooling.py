@@ -8,13 +8,16 @@ the whole node by 60 °C), the residual averaged over `batch_s`, and each mean j
 own usual offset and spread, learned slowly (a robust EWMA with a six-hour half-life): a GPU that always
 runs 4 °C warmer than its neighbours is normal, one whose fan or cold plate is failing creeps away from
 its offset for hours. A young spread is widened (it is learned around an offset that follows the means'
-slow wander), and a settled one is not learned from a creep building evidence. Only warmer counts: the
-means' robust z-scores (clipped at `clip_sigmas`) feed a one-sided CUSUM with slack `slack`, whose height
-is calibrated against the series' own history (`TailCalibrator`; the prior is a Gaussian random walk's,
-P(height > h) ~ exp(-2 slack h)). One warm five minutes raises it by `clip_sigmas - slack` at most: only
-a creep that lasts builds up. It is capped a little past where p reaches its floor and halved by a mean
-back at the usual offset, so once the GPU is back the evidence is gone within a quarter hour, not after
-as long as the creep lasted. A series silent for `max_gap_s` (a reboot, a drain) starts its CUSUM
+slow wander), and a settled one is not learned from a creep building evidence. On a node whose thermal
+lag is minutes the means remember each other (rho, learned per node) and a healthy GPU's heat wanders
+warm for half an hour: the z-scores are divided by ((1 + rho) / (1 - rho)) ** `memory_power`. Only
+warmer counts: the z-scores (clipped at `clip_sigmas`) feed a one-sided CUSUM with slack `slack`, whose
+height is calibrated against the series' own history (`TailCalibrator`; the prior is a random walk's,
+P(height > h) ~ exp(-2 `tail` slack h), steeper than a Gaussian one's so that a node whose means forget
+fast finds a short creep within it). One warm five minutes raises it by `clip_sigmas - slack` at
+most: only a creep that lasts builds up. It is capped a little past where p reaches its floor and halved
+by a mean back at the usual offset, so once the GPU is back the evidence is gone within a quarter hour,
+not after as long as the creep lasted. A series silent for `max_gap_s` (a reboot, a drain) starts its CUSUM
 afresh: the GPU that comes back is not the one that left.
 
 The evidence is the `cooling` family's, which may page alone once sustained, as ramping hardware errors
@@ -84,21 +87,25 @@ class CoolingDrift:
         youth: float = 3.0,  # the spread is widened by sqrt(1 + youth / means seen)
         settled: int = 36,  # batches: three hours of a spread before a creep may stop its learning
         spread_height: float = 4.0,  # a settled spread does not learn means judged with a CUSUM above this
+        max_memory: float = 0.8,  # the means' autocorrelation read at most
+        memory_power: float = 0.25,  # z-scores divided by ((1 + rho) / (1 - rho)) ** this
+        tail: float = 1.5,  # the height's prior tail is exp(-2 tail slack h)
     ) -> None:
         self.batch_s, self.min_peers, self.fresh_s = batch_s, min_peers, fresh_s
         self.half_life_s, self.warmup, self.abs_floor = half_life_s, warmup, abs_floor
         self.clip_sigmas, self.slack, self.max_height = clip_sigmas, slack, max_height
         self.max_gap_s, self.youth = max_gap_s, youth
         self.settled, self.spread_height = settled, spread_height
+        self.max_memory, self.memory_power = max_memory, memory_power
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.group_of = np.full(0, -1, dtype=np.int32)  # series id -> its peer group, as declared
         self._free: list[int] = []  # rows of watched series forgotten, given to the next watched
         self.state = SeriesState(_FIELDS, capacity=_ROWS)  # by row
-        u = 3.0  # a Gaussian random walk's tail above u: rate exp(-2 slack u), mean excess 1 / (2 slack)
+        u, k = 3.0, tail * slack  # a random walk's tail above u: rate exp(-2 k u), mean excess 1 / (2 k)
         self.calibrator = TailCalibrator(
             threshold=u,
-            prior_rate=float(np.exp(-2 * slack * u)),
-            prior_mean_excess=1 / (2 * slack),
+            prior_rate=float(np.exp(-2 * k * u)),
+            prior_mean_excess=1 / (2 * k),
             capacity=_ROWS,
         )
         self.rows = 0  # rows handed out so far
@@ -160,12 +167,13 @@ class CoolingDrift:
         back = ok & (ts - st["last_ts"][at] > self.max_gap_s) & np.isfinite(st["last_ts"][at])
         if back.any():  # silent a while (a reboot, a drain, a swapped board): no creep runs across it
             c = at[back]
-            st["height"][c], st["p"][c], st["bsum"][c], st["bn"][c], st["bstart"][c] = (
+            st["height"][c], st["p"][c], st["bsum"][c], st["bn"][c], st["bstart"][c], st["prev"][c] = (
                 0.0,
                 1.0,
                 0.0,
                 0.0,
                 np.nan,
+                np.nan,  # the GPU that comes back does not continue the last mean's wander
             )
         st.put(at, ok, last=x, last_ts=ts)
         with np.errstate(invalid="ignore"):  # ±Inf samples: no residual, below
@@ -194,13 +202,16 @@ class CoolingDrift:
         # minutes makes five-minute means remember half of each other), so they stray little from it and a
         # healthy GPU warm for half an hour two hours in paged (wide-s17, s71, s1015)
         young = sigma * np.sqrt(1.0 + self.youth / np.maximum(n, 1.0))
-        z = np.where(judged, np.minimum(dev / young, self.clip_sigmas), 0.0)
+        rho = self._memory(st["group"][ids])
+        memory = ((1.0 + rho) / (1.0 - rho)) ** self.memory_power
+        z = np.where(judged, np.minimum(dev / (young * memory), self.clip_sigmas), 0.0)
         height = np.clip(st["height"][ids] + z - self.slack, 0.0, self.max_height)
         height = np.where(judged, np.where(z > 0.0, height, 0.5 * height), 0.0)  # back at its offset
         p = self.calibrator.score(ids, np.where(judged, height, np.nan))
         dt = np.where(np.isfinite(st["mean_ts"][ids]), ts - st["mean_ts"][ids], 0.0)
         alpha = np.maximum(half_life_weight(dt, self.half_life_s), 1.0 / (n + 1.0))
         limit = self.clip_sigmas * sigma
+        self._learn_memory(ids, np.clip(dev / sigma, -self.clip_sigmas, self.clip_sigmas), alpha, n)
         first = n == 0
         st["center"][ids] = np.where(first, mean, center + alpha * np.clip(dev, -limit, limit))
         # a settled spread is not widened by the creep it judges (wide-s74's grew 40% and all but hid it)
@@ -209,6 +220,28 @@ class CoolingDrift:
         st["mad"][ids] = np.where(first, 0.0, mad + calm * (np.minimum(np.abs(dev), limit) - mad))
         st["n"][ids], st["mean_ts"][ids], st["height"][ids] = n + 1.0, ts, height
         return p
+
+    def _learn_memory(self, ids: Ids, z: Floats, alpha: Floats, n: Floats) -> None:
+        """Each series' lag-1 autocovariance and variance of its standardised batch means, learned only
+        pooled by median over the node, so one GPU's creep does not teach it."""
+        st = self.state
+        prev = st["prev"][ids]
+        learn = np.isfinite(prev)
+        cxy, cxx = st["cxy"][ids], st["cxx"][ids]
+        st["cxy"][ids] = np.where(learn, cxy + alpha * (z * prev - cxy), cxy)
+        st["cxx"][ids] = np.where(learn, cxx + alpha * (0.5 * (z * z + prev * prev) - cxx), cxx)
+        st["prev"][ids] = np.where(n >= 1, z, np.nan)  # the first mean is the offset itself
+
+    def _memory(self, groups: Floats) -> Floats:
+        """How much of one batch mean's deviation the next one keeps, per group: the median over its
+        series past warm-up of their lag-1 autocorrelation, in [0, `max_memory`] (0: too few to say).
+        Pooled over the node, one GPU's creep does not teach it."""
+        st = self.state
+        rows = np.flatnonzero((st["group"][: self.rows] >= 0) & (st["n"][: self.rows] >= self.warmup))
+        rows = rows[st["cxx"][rows] > 0.0]
+        rho, of = st["cxy"][rows] / st["cxx"][rows], st["group"][rows].astype(np.int64)
+        median = _group_median(of, rho, groups.astype(np.int64), self.min_peers)
+        return np.clip(np.nan_to_num(median, nan=0.0), 0.0, self.max_memory)
 
     def _peer_median(self, groups: Floats, now: float) -> Floats:
         """The node's common level: median of each group's fresh latest values, each less its own usual
@@ -224,16 +257,7 @@ class CoolingDrift:
         g, wanted = st["group"][fresh].astype(np.int64), groups.astype(np.int64)
         own = st["center"][fresh]
         level = st["last"][fresh] - np.where(np.isfinite(own), own, 0.0)  # each less its usual offset
-        order = np.lexsort((level, g))
-        g, v = g[order], level[order]
-        n = int(max(g.max(), wanted.max())) + 1
-        counts = np.bincount(g, minlength=n)
-        starts = np.cumsum(counts) - counts
-        lo, hi = starts + np.maximum(counts - 1, 0) // 2, starts + counts // 2
-        median = np.full(n, np.nan)
-        enough = counts >= self.min_peers
-        median[enough] = 0.5 * (v[lo[enough]] + v[hi[enough]])
-        return np.where(wanted >= 0, median[np.maximum(wanted, 0)], np.nan)
+        return _group_median(g, level, wanted, self.min_peers)
 
     def baseline(self, ids: Ids) -> Floats:
         """Each series' usual offset from its peers' median, in its own unit (NaN: not watched)."""
@@ -266,6 +290,23 @@ class CoolingDrift:
         self._free = np.flatnonzero(~used).tolist()[::-1]
 
 
+def _group_median(g: Ids, values: Floats, wanted: Ids, min_count: int) -> Floats:
+    """Median of `values` per group `g`, read for each of `wanted` (NaN: a group with fewer than
+    `min_count` values, or -1)."""
+    if not len(g):
+        return np.full(len(wanted), np.nan)
+    order = np.lexsort((values, g))
+    g, v = g[order], values[order]
+    n = int(max(g.max(), wanted.max(initial=0))) + 1
+    counts = np.bincount(g, minlength=n)
+    starts = np.cumsum(counts) - counts
+    lo, hi = starts + np.maximum(counts - 1, 0) // 2, starts + counts // 2
+    median = np.full(n, np.nan)
+    enough = counts >= min_count
+    median[enough] = 0.5 * (v[lo[enough]] + v[hi[enough]])
+    return np.where(wanted >= 0, median[np.maximum(wanted, 0)], np.nan)
+
+
 _ROWS = 64  # rows to begin with; grown by doubling
 _FIELDS = {
     "group": -1.0,  # the peer group (one node's GPUs, one metric)
@@ -278,6 +319,9 @@ _FIELDS = {
     "mad": 0.0,
     "n": 0.0,
     "mean_ts": -np.inf,
+    "prev": np.nan,  # the last batch mean's standardised deviation, its lag-1 product and square (EWMA)
+    "cxy": 0.0,
+    "cxx": 0.0,
     "height": 0.0,  # the CUSUM
     "p": 1.0,  # the last closed batch's evidence
 }

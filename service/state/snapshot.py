@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 29  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 30  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -61,6 +61,8 @@ VERSION = 29  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v28: the error counters' fleet prior keeps each field's errors a burst (`errors_per_burst`), not an episode
 # v29: fail-slow's pace keeps each GPU's run of scrapes behind (`run_bursts`, `run_errors`, `run_start`,
 # `run_held`: those that did less work than the peers)
+# v30: the cooling detector keeps each temperature's last standardised batch mean and the lag-1 moments of
+# its means (`prev`, `cxy`, `cxx`: their node's memory scales the CUSUM's z-scores)
 
 
 class SnapshotError(ValueError):

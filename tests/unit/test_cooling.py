@@ -81,12 +81,48 @@ def test_a_young_gpu_warm_for_a_while_as_its_heat_wanders_does_not_page() -> Non
 
 
 def test_a_slow_creep_does_not_widen_the_spread_it_is_judged_against() -> None:
-    """A settled GPU creeping 5 °C over four hours: learned into the spread, the creep widened it as fast
-    as its evidence grew and was never called (wide-s74 was called 19 minutes before its end)."""
-    p = detect(wandering_temps(3, 2880, creep=5.0))
+    """A settled GPU creeping 8 °C over four hours: learned into the spread, the creep widened it as fast
+    as its evidence grew and was never called (wide-s74 was called 19 minutes before its end). A 5 °C
+    creep through this wander is no longer called once the node's memory scales the z-scores."""
+    p = detect(wandering_temps(3, 2880, creep=8.0))
     assert p[:1500].min() > 1e-6
     called = np.flatnonzero(p[:, 3] < 1e-9)
     assert len(called) and 1500 < called[0] < 2560
+
+
+def lagged_temps(
+    seed: int, lag_s: float, noise: float, creep: float = 0.0, over: int = 100
+) -> list[np.ndarray]:
+    """Twelve hours of one node whose GPUs' heat relaxes with a thermal lag of `lag_s` (each GPU's own
+    noise, `noise` °C a scrape, integrated), the job swinging the node as `node_temps`; GPU 3's cooling
+    fails from scrape 1500 when `creep` is set: `creep` °C up over `over` scrapes, fastest at first, until
+    it is repaired."""
+    rng = np.random.default_rng(seed)
+    offsets = rng.normal(0.0, 3.0, GPUS)
+    keep, heat = np.exp(-15.0 / lag_s), np.zeros(GPUS)
+    temps = []
+    for t in range(2880):
+        heat = keep * heat + rng.normal(0.0, noise, GPUS)
+        x = 40.0 + 40.0 * (t // 400 % 2) + offsets + heat
+        x[3] += creep * np.sqrt(min(1.0, (t - 1500) / over)) if 1500 <= t < 1500 + over else 0.0
+        temps.append(x)
+    return temps
+
+
+def test_a_healthy_gpu_whose_heat_wanders_slowly_does_not_page() -> None:
+    """Five-minute means of heat relaxing over nine minutes remember over half of each other: read as
+    independent, a healthy GPU warm by chance for half an hour built a page (p 1e-12 here; wide-s56, s63,
+    s75, s1054). Scaled by the node's memory, it does not."""
+    assert detect(lagged_temps(14, 540.0, 0.65)).min() > 2e-9
+
+
+def test_a_short_creep_on_a_node_whose_heat_forgets_fast_is_found_within_it() -> None:
+    """A node with a 45-second thermal lag, its means all but independent: GPU 3 3 °C up within 25 minutes
+    is found before its end (wide-s1006, s1019, s1063 were paged after theirs, or not at all)."""
+    p = detect(lagged_temps(1, 45.0, 0.5, creep=3.0))
+    assert p[:1500].min() > 1e-4
+    called = np.flatnonzero(p[:, 3] < 1e-9)
+    assert len(called) and 1500 < called[0] < 1600
 
 
 def test_a_neighbour_running_cooler_does_not_make_a_gpu_look_warmer() -> None:
