@@ -276,7 +276,11 @@ class FleetPrior:
         self.bursts_mean, self.errors_per_burst = arrays["bursts_mean"], arrays["errors_per_burst"]
         self.fitted_at = float(arrays["fitted_at"][0])
         self.started = float(arrays["started"][0])
-        self.keys = arrays["keys"].astype(np.int64)
+        keys = arrays["keys"]
+        whole = np.isfinite(keys) & (keys == np.trunc(keys)) & (np.abs(keys) < 2.0**63)
+        if not whole.all():  # cast to int64 it would be a garbage key, silently
+            raise ValueError("fleet prior keys are not whole numbers")
+        self.keys = keys.astype(np.int64)
 
     def default(self) -> tuple[float, float, float, float]:
         """The prior of a field with no data: the hyperprior alone."""

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from prexid.detectors.base import Stored
 from prexid.detectors.error_counter import ErrorCounterSurprise
 from prexid.detectors.fleet_prior import PriorStats, merge
 from prexid.detectors.fleet_vote import Summary
@@ -181,3 +182,22 @@ def test_the_fleet_prior_keeps_a_bursts_errors_and_a_cold_fleets_episode_books_o
         det.update(np.arange(64, dtype=np.int64), np.full(64, t * STEP), row)
     assert det.prior.errors_per_burst[0] == pytest.approx((1.0 + 16 * 2.4) / 17, rel=0.02)
     assert det.prior.default()[2:] == (1.25, 1.0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 2.5, 1e19])
+def test_a_snapshot_whose_fleet_keys_are_not_whole_numbers_is_refused(bad: float) -> None:
+    """A damaged key cast to int64 was a silent garbage key (numpy warns, then restores it); refused."""
+    from prexid.detectors.base import pack_arrays, parse_blobs, unpack_arrays
+
+    def stored(pieces: list[bytes | memoryview]) -> Stored:
+        return parse_blobs(b"".join(pieces))
+
+    prior = ErrorCounterSurprise().prior
+    prior.keys = np.array([3, 7], dtype=np.int64)
+    arrays = {k: np.asarray(v) for k, v in unpack_arrays(stored(prior.snapshot())).items()}
+    arrays["keys"] = np.array([3.0, bad])
+    with pytest.raises(ValueError, match="keys"):
+        ErrorCounterSurprise().prior.restore(stored(pack_arrays(arrays)))
+    restored = ErrorCounterSurprise().prior
+    restored.restore(stored(prior.snapshot()))
+    assert restored.keys.tolist() == [3, 7]
