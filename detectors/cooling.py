@@ -55,6 +55,7 @@ from prexid.detectors.base import (
     unpack_blobs,
 )
 from prexid.detectors.calibration import TailCalibrator
+from prexid.detectors.peer import segment_median
 from prexid.detectors.signals import TEMPERATURE_METRICS
 
 
@@ -291,19 +292,11 @@ class CoolingDrift:
 
 
 def _group_median(g: Ids, values: Floats, wanted: Ids, min_count: int) -> Floats:
-    """Median of `values` per group `g`, read for each of `wanted` (NaN: a group with fewer than
+    """`segment_median` of `values` per group `g`, read for each of `wanted` (NaN: a group with fewer than
     `min_count` values, or -1)."""
-    if not len(g):
-        return np.full(len(wanted), np.nan)
-    order = np.lexsort((values, g))
-    g, v = g[order], values[order]
-    n = int(max(g.max(), wanted.max(initial=0))) + 1
-    counts = np.bincount(g, minlength=n)
-    starts = np.cumsum(counts) - counts
-    lo, hi = starts + np.maximum(counts - 1, 0) // 2, starts + counts // 2
-    median = np.full(n, np.nan)
-    enough = counts >= min_count
-    median[enough] = 0.5 * (v[lo[enough]] + v[hi[enough]])
+    n = int(max(g.max(initial=0), wanted.max(initial=0))) + 1
+    median = segment_median(g.astype(np.intp), values, n)
+    median[np.bincount(g[np.isfinite(values)], minlength=n) < min_count] = np.nan
     return np.where(wanted >= 0, median[np.maximum(wanted, 0)], np.nan)
 
 
