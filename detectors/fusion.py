@@ -30,6 +30,7 @@ from prexid.detectors.signals import (
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
     SHARED_CAUSE_FAMILIES,
+    SAME_SENSOR_FAMILIES,
     SUSTAINED_FAMILIES,
     WORKLOAD_FAMILIES,
     Family,
@@ -418,7 +419,8 @@ class Fusion:
 
     def fused(self, evidence: Floats, coupled: NDArray[np.bool_]) -> Floats:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
-        workload families (utilisation, power, host load move together) counting as one vote, joined by
+        workload families (utilisation, power, host load move together) counting as one vote, as do the
+        families reading one sensor (`SAME_SENSOR_FAMILIES`), joined by
         the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
         workload vote is: it may page alone once sustained, as ramping hardware errors may."""
         cfg = self.config
@@ -442,7 +444,9 @@ class Fusion:
         job = np.maximum(votes[:, family_mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
         # a GPU behind its peers is the job's signals too (one vote with them), but not its phase
         job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
-        fused: Floats = own[:, ~family_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
+        sensor = own[:, list(SAME_SENSOR_FAMILIES)].max(axis=1)  # one sensor's two readings: one vote
+        rest = ~family_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW, *SAME_SENSOR_FAMILIES})
+        fused: Floats = own[:, rest].sum(axis=1) + sensor + job
         return fused
 
     def voting_families(self, entity: int) -> list[int]:

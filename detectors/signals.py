@@ -59,6 +59,11 @@ HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # a GPU falling behind its peers for a minute on end, and one running hotter than its peers than it
 # usually does for half an hour (its evidence is a CUSUM of 5-minute means: it cannot rise in one step).
 SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
+# Families that read the same sensors: cooling judges a GPU's temperatures against its node's other GPUs
+# over five-minute means, the thermal family's gauges judge those temperatures sample by sample (the peer
+# detector against the same peers). One GPU running warm is one fact: on an entity they are one vote, the
+# stronger, never two (wide-s75, s91: a healthy GPU's half-hour warm wander paged as cooling plus thermal).
+SAME_SENSOR_FAMILIES = (Family.THERMAL, Family.COOLING)
 # Sustained families whose evidence arrives on some scrapes only, minutes apart (a GPU stalling now and
 # then is behind its peers on one scrape in several): their streak outlasts the quiet scrapes between
 # while their held evidence has not faded out (`FusionConfig.intermittent_hold`), and once sustained, each
