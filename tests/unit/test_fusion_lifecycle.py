@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from prexid.detectors.bank import Evidence
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
@@ -476,3 +477,16 @@ def test_a_fusion_restored_mid_ramp_confirms_and_scores_like_an_uninterrupted_on
                 out[name].append((float(fused[0]), bool(f.confirmed(FIRE)[0])))
     assert out["restored"] == out["whole"]
     assert any(confirmed for _, confirmed in out["whole"])
+
+
+def test_cooling_and_thermal_on_one_gpu_are_one_vote() -> None:
+    """Cooling and the thermal gauges read the same temperatures: together they weigh what the stronger
+    does alone, where two families of their own (thermal and PCIe) add up past the firing threshold."""
+    same, other = Fusion(), Fusion()
+    for f in (same, other):
+        f.ensure(2)
+    same.ingest(*evidence([0, 0], [Family.THERMAL, Family.COOLING], [1e-5, 1e-5]))
+    other.ingest(*evidence([0, 0], [Family.THERMAL, Family.PCIE], [1e-5, 1e-5]))
+    fused_same, fused_other = same.evaluate(0.0)[0], other.evaluate(0.0)[0]
+    assert fused_same == pytest.approx(5.0, abs=0.5)
+    assert fused_same < FIRE <= fused_other
