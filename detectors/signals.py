@@ -96,6 +96,14 @@ LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
     Family.STORAGE_IO: (Family.UTILIZATION, Family.HOST),
     Family.NETWORK: (Family.UTILIZATION,),
 }
+# Cooling reads a GPU's temperature against its node's other GPUs, and the load moves them all alike, but
+# not quite: a GPU drawing more power than its peers warms more than they do when the load rises and
+# cools more when it falls, so its offset follows the load level either way. Voting while one of these
+# load families moved on the same entity lately, either way, it is the load's vote (as thermal's is); a
+# creep sustained alone still pages on its own vote (`Fusion.fused`).
+LOAD_COUPLED_EITHER_WAY: dict[Family, tuple[Family, ...]] = {
+    Family.COOLING: (Family.POWER, Family.UTILIZATION, Family.HOST),
+}
 # The load families whose movement says an entity's job itself changed (started, stopped, restarted:
 # its CPU and memory taken or given back), not merely that its traffic grew. Storage latency or TCP
 # retransmits rising with these on a node are that job's new regime (a job starting on idle nodes
