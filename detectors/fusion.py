@@ -27,8 +27,10 @@ from prexid.detectors.signals import (
     INTERMITTENT_FAMILIES,
     JOB_COUPLED,
     LOAD_COUPLED,
+    LOAD_COUPLED_EITHER_WAY,
     N_FAMILIES,
     PER_DEVICE_FAMILIES,
+    SAME_SENSOR_FAMILIES,
     SHARED_CAUSE_FAMILIES,
     SUSTAINED_FAMILIES,
     WORKLOAD_FAMILIES,
@@ -353,7 +355,8 @@ class Fusion:
         falling the same way, ever more surprising to its own baseline, is the same movement. A cell
         whose strongest series is an error counter is never the load's.
         """
-        out = (self.explained & (self.held >= self.config.vote_min)) | self._moved_with(LOAD_COUPLED)
+        moved = self._moved_with(LOAD_COUPLED) | self._moved_with(LOAD_COUPLED_EITHER_WAY, either_way=True)
+        out = (self.explained & (self.held >= self.config.vote_min)) | moved
         self.explained = out
         return out
 
@@ -362,16 +365,20 @@ class Fusion:
         moved in the last minutes (judged afresh every tick): that job's regime, not a shared fault."""
         return self._moved_with(JOB_COUPLED)
 
-    def _moved_with(self, coupling: dict[Family, tuple[Family, ...]]) -> NDArray[np.bool_]:
+    def _moved_with(
+        self, coupling: dict[Family, tuple[Family, ...]], either_way: bool = False
+    ) -> NDArray[np.bool_]:
         """Voting cells of each family of `coupling` whose strongest series moved the way one of its load
-        families did on the same entity lately; a top series that is an error counter never did."""
+        families did on the same entity lately (`either_way`: while one moved at all); a top series
+        that is an error counter never did."""
         vote_min = self.config.vote_min
         voting = self.held >= vote_min
         out = np.zeros_like(voting)
         for family, loads in coupling.items():
             rising = self.top_rising[:, family]
             for load in loads:
-                moved = np.where(rising, self.recent_up[:, load], self.recent_down[:, load]) >= vote_min
+                up, down = self.recent_up[:, load], self.recent_down[:, load]
+                moved = (np.maximum(up, down) if either_way else np.where(rising, up, down)) >= vote_min
                 out[:, family] |= voting[:, family] & moved & ~self.top_error[:, family]
         return out
 
@@ -420,7 +427,9 @@ class Fusion:
         """Fused surprise per entity: sum of the capped held evidence of families that vote, the
         workload families (utilisation, power, host load move together) counting as one vote, joined by
         the load-coupled cells (`load_coupled`) and by fail-slow evidence, which is not capped as a
-        workload vote is: it may page alone once sustained, as ramping hardware errors may."""
+        workload vote is: it may page alone once sustained, as ramping hardware errors may. Families
+        reading one sensor (`SAME_SENSOR_FAMILIES`) are one vote too, and no entity scores less than its
+        strongest sustained family's vote alone."""
         cfg = self.config
         sustained = (self.streak >= cfg.sustain_ticks) & family_mask(SUSTAINED_FAMILIES)
         self.sustained = sustained
@@ -442,8 +451,12 @@ class Fusion:
         job = np.maximum(votes[:, family_mask(WORKLOAD_FAMILIES)].max(axis=1, initial=0.0), load.max(axis=1))
         # a GPU behind its peers is the job's signals too (one vote with them), but not its phase
         job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
-        fused: Floats = own[:, ~family_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW})].sum(axis=1) + job
-        return fused
+        sensor = own[:, list(SAME_SENSOR_FAMILIES)].max(axis=1)  # one sensor's two readings: one vote
+        rest = ~family_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW, *SAME_SENSOR_FAMILIES})
+        fused: Floats = own[:, rest].sum(axis=1) + sensor + job
+        # a sustained family's vote alone is a score its entity reaches, even where the load took it
+        # into the job's capped vote (cooling, `LOAD_COUPLED_EITHER_WAY`)
+        return np.maximum(fused, self.alone)
 
     def voting_families(self, entity: int) -> list[int]:
         """Families of one entity that voted at the last evaluation, strongest first (explanations)."""

@@ -59,6 +59,11 @@ HARD_ERROR_FAMILIES = frozenset({Family.MEMORY_ECC, Family.PCIE, Family.NVLINK})
 # a GPU falling behind its peers for a minute on end, and one running hotter than its peers than it
 # usually does for half an hour (its evidence is a CUSUM of 5-minute means: it cannot rise in one step).
 SUSTAINED_FAMILIES = HARD_ERROR_FAMILIES | {Family.FAIL_SLOW, Family.COOLING}
+# Families that read the same sensors: cooling judges a GPU's temperatures against its node's other GPUs
+# over five-minute means, the thermal family's gauges judge those temperatures sample by sample (the peer
+# detector against the same peers). One GPU running warm is one fact: on an entity they are one vote, the
+# stronger, never two (wide-s75, s91: a healthy GPU's half-hour warm wander paged as cooling plus thermal).
+SAME_SENSOR_FAMILIES = (Family.THERMAL, Family.COOLING)
 # Sustained families whose evidence arrives on some scrapes only, minutes apart (a GPU stalling now and
 # then is behind its peers on one scrape in several): their streak outlasts the quiet scrapes between
 # while their held evidence has not faded out (`FusionConfig.intermittent_hold`), and once sustained, each
@@ -90,6 +95,14 @@ LOAD_COUPLED: dict[Family, tuple[Family, ...]] = {
     Family.THERMAL: (Family.POWER, Family.UTILIZATION, Family.HOST),
     Family.STORAGE_IO: (Family.UTILIZATION, Family.HOST),
     Family.NETWORK: (Family.UTILIZATION,),
+}
+# Cooling reads a GPU's temperature against its node's other GPUs, and the load moves them all alike, but
+# not quite: a GPU drawing more power than its peers warms more than they do when the load rises and
+# cools more when it falls, so its offset follows the load level either way. Voting while one of these
+# load families moved on the same entity lately, either way, it is the load's vote (as thermal's is); a
+# creep sustained alone still pages on its own vote (`Fusion.fused`).
+LOAD_COUPLED_EITHER_WAY: dict[Family, tuple[Family, ...]] = {
+    Family.COOLING: (Family.POWER, Family.UTILIZATION, Family.HOST),
 }
 # The load families whose movement says an entity's job itself changed (started, stopped, restarted:
 # its CPU and memory taken or given back), not merely that its traffic grew. Storage latency or TCP

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from prexid.detectors.bank import Evidence
 from prexid.detectors.fusion import Fusion, FusionConfig, score01
@@ -476,3 +477,41 @@ def test_a_fusion_restored_mid_ramp_confirms_and_scores_like_an_uninterrupted_on
                 out[name].append((float(fused[0]), bool(f.confirmed(FIRE)[0])))
     assert out["restored"] == out["whole"]
     assert any(confirmed for _, confirmed in out["whole"])
+
+
+def test_cooling_and_thermal_on_one_gpu_are_one_vote() -> None:
+    """Cooling and the thermal gauges read the same temperatures: together they weigh what the stronger
+    does alone, where two families of their own (thermal and PCIe) add up past the firing threshold."""
+    same, other = Fusion(), Fusion()
+    for f in (same, other):
+        f.ensure(2)
+    same.ingest(*evidence([0, 0], [Family.THERMAL, Family.COOLING], [1e-5, 1e-5]))
+    other.ingest(*evidence([0, 0], [Family.THERMAL, Family.PCIE], [1e-5, 1e-5]))
+    fused_same, fused_other = same.evaluate(0.0)[0], other.evaluate(0.0)[0]
+    assert fused_same == pytest.approx(5.0, abs=0.5)
+    assert fused_same < FIRE <= fused_other
+
+
+def test_cooling_moving_with_the_load_is_the_loads_vote_until_sustained_alone() -> None:
+    """A GPU's offset from its peers follows the load level: cooling voting just after the GPU's power
+    moved (either way) is the job's capped vote, not a second family; a creep sustained alone still
+    pages on its own vote, load or not."""
+
+    def one(
+        series: int, family: Family, p: float, up: bool = True
+    ) -> tuple[Evidence, np.ndarray, np.ndarray]:
+        ev = Evidence(np.array([series]), np.zeros(1), np.ones(1), np.array([p]), np.array([up]))
+        return ev, np.array([0]), np.array([family], dtype=np.uint8)
+
+    for power_up in (True, False):
+        f = Fusion()
+        f.ensure(1)
+        f.ingest(*one(0, Family.POWER, 1e-5, power_up))
+        f.evaluate(0.0)
+        f.ingest(*one(1, Family.COOLING, 1e-6))
+        assert f.evaluate(15.0)[0] <= FusionConfig().workload_cap
+        scores = []
+        for tick in range(2, 12):
+            f.ingest(*one(1, Family.COOLING, 1e-11))
+            scores.append(f.evaluate(15.0 * tick)[0])
+        assert max(scores[:2]) < FIRE <= scores[-1]
