@@ -342,7 +342,8 @@ class Fusion:
 
     def load_coupled(self) -> NDArray[np.bool_]:
         """(entity, family) cells of a `LOAD_COUPLED` family voting the same way as one of its load
-        families moved on the same entity in the last minutes: the load's evidence, not the family's own.
+        families moved on the same entity in the last minutes (of a `LOAD_COUPLED_EITHER_WAY` one, voting
+        while one moved at all): the load's evidence, not the family's own.
 
         The load is read from `recent_up` / `recent_down`, which shared causes never clear: any of its
         series moving the family's way counts (a checkpoint's NFS writes rise while its fabric traffic
