@@ -496,22 +496,15 @@ def test_cooling_moving_with_the_load_is_the_loads_vote_until_sustained_alone() 
     """A GPU's offset from its peers follows the load level: cooling voting just after the GPU's power
     moved (either way) is the job's capped vote, not a second family; a creep sustained alone still
     pages on its own vote, load or not."""
-
-    def one(
-        series: int, family: Family, p: float, up: bool = True
-    ) -> tuple[Evidence, np.ndarray, np.ndarray]:
-        ev = Evidence(np.array([series]), np.zeros(1), np.ones(1), np.array([p]), np.array([up]))
-        return ev, np.array([0]), np.array([family], dtype=np.uint8)
-
     for power_up in (True, False):
         f = Fusion()
         f.ensure(1)
-        f.ingest(*one(0, Family.POWER, 1e-5, power_up))
+        f.ingest(*directed([Family.POWER], [1e-5], [power_up]))
         f.evaluate(0.0)
-        f.ingest(*one(1, Family.COOLING, 1e-6))
+        f.ingest(*directed([Family.COOLING], [1e-6], [True]))
         assert f.evaluate(15.0)[0] <= FusionConfig().workload_cap
         scores = []
         for tick in range(2, 12):
-            f.ingest(*one(1, Family.COOLING, 1e-11))
+            f.ingest(*directed([Family.COOLING], [1e-11], [True]))
             scores.append(f.evaluate(15.0 * tick)[0])
         assert max(scores[:2]) < FIRE <= scores[-1]
