@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from prexid.detectors.base import Stored
+from prexid.detectors.base import Stored, pack_arrays, parse_blobs, unpack_arrays
 from prexid.detectors.error_counter import ErrorCounterSurprise
 from prexid.detectors.fleet_prior import PriorStats, merge
 from prexid.detectors.fleet_vote import Summary
@@ -187,7 +187,6 @@ def test_the_fleet_prior_keeps_a_bursts_errors_and_a_cold_fleets_episode_books_o
 @pytest.mark.parametrize("bad", [np.nan, np.inf, 2.5, 1e19])
 def test_a_snapshot_whose_fleet_keys_are_not_whole_numbers_is_refused(bad: float) -> None:
     """A damaged key cast to int64 was a silent garbage key (numpy warns, then restores it); refused."""
-    from prexid.detectors.base import pack_arrays, parse_blobs, unpack_arrays
 
     def stored(pieces: list[bytes | memoryview]) -> Stored:
         return parse_blobs(b"".join(pieces))
