@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.optimize import isotonic_regression
 
 from prexid.detectors.base import (
     Floats,
@@ -370,11 +371,13 @@ class FailSlow:
     def _learn_onset(self, temps: Floats, clocks: Floats, elapsed: float) -> None:
         """Learn where this fleet's clocks fall with heat, from the clocks of its busy GPUs keeping their
         peers' pace (NaN: not), as a share of its fast ones', by degree, faded over `heat_memory_s`; the
-        onset is the coolest degree from which every hotter degree seen runs `shortfall / 2` slow. A fixed
-        slowdown temperature, or the fleet's hottest share, is a fact about one model and one job mix: half
-        a fleet idle moves the hottest share, and the slowdown point differs by model. Heat slows a node's
-        GPUs together, so the ones keeping pace show it; a GPU behind its peers (a straggler, or one taking
-        its turn to throttle) teaches nothing of its degree, and a degree is judged with its hotter ones."""
+        onset is the coolest degree where that curve, fitted as falling with heat (isotonic, weighted by
+        GPU-minutes), runs `shortfall / 2` slower than at its coolest known degree. A fixed slowdown
+        temperature, or the fleet's hottest share, is a fact about one model and one job mix: half a fleet
+        idle moves the hottest share, and the slowdown point differs by model. Heat slows a node's GPUs
+        together, so the ones keeping pace show it; a GPU behind its peers (a straggler, or one taking its
+        turn to throttle) teaches nothing of its degree, and the fit pools a lone slow degree with the
+        faster hotter ones around it."""
         ok = np.isfinite(temps) & np.isfinite(clocks) & (clocks > 0.0)
         if ok.sum() < 8:
             return
@@ -390,10 +393,12 @@ class FailSlow:
         weight += count
         seen = count > 0
         median[seen] += count[seen] / weight[seen] * (now[seen] - median[seen])
-        known = weight >= _CURVE_WEIGHT
-        hotter = np.maximum.accumulate(np.where(known, median, -np.inf)[::-1])[::-1]
-        slow = np.flatnonzero(known & (hotter <= 1.0 - self.shortfall / 2))
-        self._onset = float(slow[0]) if len(slow) else np.nan
+        known = np.flatnonzero(weight >= _CURVE_WEIGHT)
+        if len(known) == 0:
+            return
+        fit = isotonic_regression(median[known], weights=weight[known], increasing=False).x
+        slow = np.flatnonzero(fit <= (1.0 - self.shortfall / 2) * fit[0])
+        self._onset = float(known[slow[0]]) if len(slow) else np.nan
 
     def _learn_gap(self, rows_: Ids, ts: Floats, gap: Floats) -> None:
         """Each GPU's usual gap to its peers: the plain mean of its gaps until `heat_memory_s` has passed

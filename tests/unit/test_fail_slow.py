@@ -415,6 +415,19 @@ def test_gpus_throttling_in_turns_at_their_slowdown_temperature_are_not_counted(
     assert fs.behind[:GPUS].sum() >= 100.0 and p[:, :GPUS].min() < 1e-3
 
 
+def test_the_throttle_onset_is_where_the_fitted_curve_falls() -> None:
+    """Wide tuning cell seed 61: most of the fleet hot and its hottest GPUs a little faster than the
+    throttled ones around them (clock offsets), so not every degree past the onset runs slow. The curve,
+    fitted as falling with heat, still falls at 88 C."""
+    fs = FailSlow()
+    temps = np.r_[np.linspace(70.0, 86.0, 16), np.linspace(88.0, 103.0, 48)]
+    share = np.where(temps < 87.0, 1.0, _throttled(temps))
+    share[-3:] = 0.97
+    for _ in range(30):
+        fs._learn_onset(temps, 1965.0 * share, 60.0)
+    assert fs._onset == 88.0
+
+
 def test_the_throttle_onset_survives_a_snapshot() -> None:
     """The fleet's clock curve is learned over hours: a restart must not forget where it throttles."""
     fs, _ = _turns(slow_node=1)
