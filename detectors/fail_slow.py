@@ -467,9 +467,9 @@ class FailSlow:
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
-        fleet_ = load_array(fleet).astype(np.float64)
-        self._fleet_gap, self._fleet_ts, self._onset = (float(v) for v in fleet_[:3])
-        self._curve = fleet_[3:].reshape(2, _DEGREES).copy()
+        stored = load_array(fleet).astype(np.float64)
+        self._fleet_gap, self._fleet_ts, self._onset = (float(v) for v in stored[:3])
+        self._curve = stored[3:].reshape(2, _DEGREES).copy()
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])
