@@ -10,9 +10,9 @@ and does not fade as an own-history detector would once the slow level became th
 
 Not every GPU behind its peers is degrading. One that runs hotter than the peers keeping pace
 (`heat_margin_c` above the median temperature of those not behind: on a hot node several GPUs take
-turns at their slowdown temperature, and their heat must not raise the bar; or by any amount, when it
-is among its fleet's hottest GPUs, at or above the `fleet_quantile` of their temperatures: a node at a
-hot inlet has every GPU at its slowdown temperature, throttling in turns a degree or two above the
+turns at their slowdown temperature, and their heat must not raise the bar; or by any amount, at or
+past its fleet's throttle onset, the coolest degree from which the fleet's busy clocks are seen to run
+slow: a node at its slowdown temperature has every GPU throttling in turns a degree or two above the
 others) and still does its peers' work (its power draw or its tensor pipes' busy share not behind
 theirs too) is throttling for heat:
 a hot slot, a hot inlet, a poorly cooled part at its slowdown temperature while its peers are not,
@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.optimize import isotonic_regression
 
 from prexid.detectors.base import (
     Floats,
@@ -75,7 +76,9 @@ from prexid.detectors.pace import PaceSurprise
 from prexid.detectors.peer import PeerDeviation, segment_median, segment_stats
 from prexid.detectors.signals import HEAT_METRICS, WORK_DONE_METRICS, WORK_RATE_METRICS
 
-_FLEET_EVERY_S = 60.0  # how often the fleet's hot gap is taken again (event time)
+_FLEET_EVERY_S = 60.0  # how often the fleet's hot gap and clock curve are taken again (event time)
+_DEGREES = 128  # the fleet's clock curve: one cell per degree C of die temperature, 0-127
+_CURVE_WEIGHT = 20.0  # GPU-minutes (faded) a degree needs before it tells where the fleet throttles
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
 
 
@@ -117,7 +120,8 @@ class FailSlow:
         self.new_heat_s = new_heat_s
         self.fleet_quantile = fleet_quantile
         self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
-        self._fleet_temp = np.nan  # ... and the temperature its hottest GPUs read then
+        self._onset = np.nan  # the fleet's throttle onset: the coolest degree its busy clocks run slow from
+        self._curve = np.zeros((2, _DEGREES))  # per degree: faded GPU-minutes, their median clock share
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
         self.entity = np.zeros(0, dtype=np.int64)  # per watched series: its GPU (entity id), or -1
@@ -253,13 +257,13 @@ class FailSlow:
         self._fleet_heat(float(ts.max()))
         with np.errstate(invalid="ignore"):
             usual = np.fmax(self.gap[watched], self._fleet_gap)
-            # among the fleet's hottest GPUs, any heat over the peers keeping pace will do: a node at a hot
-            # inlet has all its GPUs at their slowdown temperature, and they throttle in turns, each a
-            # degree or two above the others
-            hottest = (gap > 0.0) & (temp >= self._fleet_temp)
+            # at or past the fleet's throttle onset, any heat over the peers keeping pace will do: a node
+            # at its slowdown temperature has its GPUs throttling in turns, each a degree or two above the
+            # others, and there a degree costs a tenth of the clock (wide-s24, wide-s1186)
+            throttling = (gap > 0.0) & (temp >= self._onset)
             hot = (
                 seen
-                & ((gap >= self.heat_margin_c) | hottest)
+                & ((gap >= self.heat_margin_c) | throttling)
                 & ~self._new_heat(watched, ts, gap > usual + self.new_heat_c)
             )
         self._learn_gap(watched[seen], ts[seen], gap[seen])
@@ -346,8 +350,8 @@ class FailSlow:
 
     def _fleet_heat(self, now: float) -> None:
         """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap), and
-        the temperature they read (the same quantile of their temperatures), refreshed once a minute of
-        event time."""
+        the fleet's clock curve and throttle onset (`_learn_onset`), refreshed once a minute of event
+        time."""
         if now - self._fleet_ts < _FLEET_EVERY_S:
             return
         ids = np.flatnonzero(self.slot >= 0)
@@ -355,10 +359,46 @@ class FailSlow:
         rows_, at = self.slot[ids].astype(np.int64), np.full(len(ids), now)
         temps = self._temps(rows_, at)
         gaps = self._gaps(ids, rows_, at, temps)
-        gaps, temps = gaps[np.isfinite(gaps)], temps[np.isfinite(temps)]
+        fresh = self.peer.state.read("last_ts", ids) >= now - self.peer.fresh_s
+        with np.errstate(invalid="ignore"):
+            paced = fresh & ~(self.peer.shortfall(ids) <= -self.shortfall)
+        clocks = np.where(paced, self.peer.state.read("last", ids), np.nan)
+        self._learn_onset(temps, clocks, now - self._fleet_ts)
+        gaps = gaps[np.isfinite(gaps)]
         self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan
-        self._fleet_temp = float(np.quantile(temps, self.fleet_quantile)) if len(temps) >= 8 else np.nan
         self._fleet_ts = now
+
+    def _learn_onset(self, temps: Floats, clocks: Floats, elapsed: float) -> None:
+        """Learn where this fleet's clocks fall with heat, from the clocks of its busy GPUs keeping their
+        peers' pace (NaN: not), as a share of its fast ones', by degree, faded over `heat_memory_s`; the
+        onset is the coolest degree where that curve, fitted as falling with heat (isotonic, weighted by
+        GPU-minutes), runs `shortfall / 2` slower than at its coolest known degree. A fixed slowdown
+        temperature, or the fleet's hottest share, is a fact about one model and one job mix: half a fleet
+        idle moves the hottest share, and the slowdown point differs by model. Heat slows a node's GPUs
+        together, so the ones keeping pace show it; a GPU behind its peers (a straggler, or one taking its
+        turn to throttle) teaches nothing of its degree, and the fit pools a lone slow degree with the
+        faster hotter ones around it."""
+        ok = np.isfinite(temps) & np.isfinite(clocks) & (clocks > 0.0)
+        if ok.sum() < 8:
+            return
+        temps, clocks = temps[ok], clocks[ok]
+        busy = clocks >= 0.5 * clocks.max()  # idle clocks (a fifth of busy ones) and deep stalls are not heat
+        temps, clocks = temps[busy], clocks[busy]
+        share = clocks / np.quantile(clocks, self.fleet_quantile)
+        degree = np.clip(temps, 0, _DEGREES - 1).astype(np.intp)
+        now = segment_median(degree, share, _DEGREES)
+        count = np.bincount(degree, minlength=_DEGREES).astype(np.float64)
+        weight, median = self._curve
+        weight *= 0.5 ** (min(elapsed, 64 * self.heat_memory_s) / self.heat_memory_s)
+        weight += count
+        seen = count > 0
+        median[seen] += count[seen] / weight[seen] * (now[seen] - median[seen])
+        known = np.flatnonzero(weight >= _CURVE_WEIGHT)
+        if len(known) == 0:
+            return
+        fit = isotonic_regression(median[known], weights=weight[known], increasing=False).x
+        slow = np.flatnonzero(fit <= (1.0 - self.shortfall / 2) * fit[0])
+        self._onset = float(known[slow[0]]) if len(slow) else np.nan
 
     def _learn_gap(self, rows_: Ids, ts: Floats, gap: Floats) -> None:
         """Each GPU's usual gap to its peers: the plain mean of its gaps until `heat_memory_s` has passed
@@ -390,7 +430,7 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        fleet = np.array([self._fleet_gap, self._fleet_ts, self._fleet_temp])
+        fleet = np.r_[self._fleet_gap, self._fleet_ts, self._onset, self._curve.ravel()]
         pairs = tuple(
             array_pieces(a)
             for a in (
@@ -427,7 +467,9 @@ class FailSlow:
         used = np.zeros(len(self.behind), dtype=bool)  # the rows no series holds: forgotten ones
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
-        self._fleet_gap, self._fleet_ts, self._fleet_temp = (float(v) for v in load_array(fleet))
+        stored = load_array(fleet).astype(np.float64)
+        self._fleet_gap, self._fleet_ts, self._onset = (float(v) for v in stored[:3])
+        self._curve = stored[3:].reshape(2, _DEGREES).copy()
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])
