@@ -357,12 +357,8 @@ def test_a_gpu_throttling_as_its_hot_neighbours_do_is_not_counted() -> None:
     assert fs.behind[fs.slot[5]] == 0.0
 
 
-NODE_HEAT = (
-    75.0,
-    88.0,
-    93.0,
-    40.0,
-)  # a cool node, one at its slowdown temperature, a hotter one, an idle one
+# a cool node, one at its slowdown temperature, a hotter one, an idle one
+NODE_HEAT = (75.0, 88.0, 93.0, 40.0)
 
 
 def _throttled(temp: np.ndarray) -> np.ndarray:
