@@ -304,10 +304,7 @@ class FailSlow:
         slot, member = self.peer.peers_of(ids)
         keep = member != ids[slot]
         slot, member = slot[keep], member[keep]
-        value = self.peer.state.read("last", member)
-        fresh = self.peer.state.read("last_ts", member) >= ts[slot] - self.peer.fresh_s
-        value = np.where(fresh, value, np.nan)
-        median, spread, _ = segment_stats(slot, value, len(ids))
+        median, spread, _ = segment_stats(slot, self.peer.last_fresh(member, ts[slot]), len(ids))
         with np.errstate(invalid="ignore"):
             return np.asarray(np.abs(median) > 2.0 * spread)
 
@@ -318,10 +315,7 @@ class FailSlow:
         if not paired.any():
             return np.full(len(watched), np.nan)
         heat = np.where(paired, self.heat[np.where(paired, ent, 0)], -1)
-        hid = np.where(heat >= 0, heat, 0)
-        temp = self.peer.state.read("last", hid)
-        fresh = (heat >= 0) & (self.peer.state.read("last_ts", hid) >= ts - self.peer.fresh_s)
-        return np.where(fresh, temp, np.nan)
+        return np.where(heat >= 0, self.peer.last_fresh(np.where(heat >= 0, heat, 0), ts), np.nan)
 
     def _gaps(self, ids: Ids, watched: Ids, ts: Floats, temp: Floats) -> Floats:
         """Degrees C each watched series' GPU (`ids`, their rows `watched`, its temperatures `temp` as
@@ -337,8 +331,7 @@ class FailSlow:
         slot, member = slot[keep], member[keep]
         known = member < len(self.slot)
         row = np.where(known, self.slot[np.where(known, member, 0)], -1)
-        with np.errstate(invalid="ignore"):
-            paced = (row >= 0) & ~(self.peer.shortfall(member) <= -self.shortfall)
+        paced = (row >= 0) & self._keeps_pace(member)
         peer_temp = np.where(paced, self._temps(np.maximum(row, 0), ts[slot]), np.nan)
         median = segment_median(slot, peer_temp, len(ids))
         count = np.bincount(slot[np.isfinite(peer_temp)], minlength=len(ids))
@@ -347,6 +340,11 @@ class FailSlow:
         r = self.peer.shortfall(np.where(fresh, self.heat[np.where(fresh, self.entity[watched], 0)], 0))
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(count >= _PACED_MIN, temp - median, temp * r / (1.0 + r))
+
+    def _keeps_pace(self, ids: Ids) -> NDArray[np.bool_]:
+        """Whether each series' last scrape was not `shortfall` behind its peers (no residual: keeps it)."""
+        with np.errstate(invalid="ignore"):
+            return np.asarray(~(self.peer.shortfall(ids) <= -self.shortfall))
 
     def _fleet_heat(self, now: float) -> None:
         """The gap the fleet's hot GPUs run at now (the `fleet_quantile` of every watched GPU's gap), and
@@ -359,10 +357,7 @@ class FailSlow:
         rows_, at = self.slot[ids].astype(np.int64), np.full(len(ids), now)
         temps = self._temps(rows_, at)
         gaps = self._gaps(ids, rows_, at, temps)
-        fresh = self.peer.state.read("last_ts", ids) >= now - self.peer.fresh_s
-        with np.errstate(invalid="ignore"):
-            paced = fresh & ~(self.peer.shortfall(ids) <= -self.shortfall)
-        clocks = np.where(paced, self.peer.state.read("last", ids), np.nan)
+        clocks = np.where(self._keeps_pace(ids), self.peer.last_fresh(ids, at), np.nan)
         self._learn_onset(temps, clocks, now - self._fleet_ts)
         gaps = gaps[np.isfinite(gaps)]
         self._fleet_gap = float(np.quantile(gaps, self.fleet_quantile)) if len(gaps) >= 8 else np.nan

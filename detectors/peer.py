@@ -305,6 +305,11 @@ class PeerDeviation(ByRounds, ArrayState):
         slot, _, members = ragged(self._starts[at], sizes)
         return slot, self._order[members]
 
+    def last_fresh(self, ids: Ids, ts: Floats) -> Floats:
+        """Each series' last value while still fresh at `ts` (NaN once older than `fresh_s`)."""
+        fresh = self.state.read("last_ts", ids) >= ts - self.fresh_s
+        return np.where(fresh, self.state.read("last", ids), np.nan)
+
     def shortfall(self, ids: Ids) -> Floats:
         """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""
         return self.state.read("resid", ids)
