@@ -39,6 +39,10 @@ def _involved(fusion: Fusion, families: frozenset[Family]) -> NDArray[np.bool_]:
     Temperature follows power: a cluster warming within half an hour of the job's load changing
     (a start, a restart after a checkpoint) is the job, not the cooling.
 
+    Storage rising on much of the cluster as the job changes phase is the job's checkpoint (or its
+    load of one) until it outlasts the job's usual ones (`Fusion.job_io`): a storm is a checkpoint that
+    cannot finish.
+
     A `STALL_FAMILIES` family is involved also when its error counters rise with it on
     `stall_min_votes` entities, whatever their share: a storage server stalling on an idle fleet times
     out the RPCs of its only clients, the busy nodes (two of eight), while a checkpoint's I/O on those
@@ -47,7 +51,9 @@ def _involved(fusion: Fusion, families: frozenset[Family]) -> NDArray[np.bool_]:
     eligible = family_mask(families)
     if fusion.last_tick - fusion.workload_shift_at <= WORKLOAD_HEAT_S:
         eligible[Family.THERMAL] = False
-    wide = fusion.common & (fusion.rising_share >= fusion.config.common_mode_frac)
+    wide = fusion.wide_rising()
+    if fusion.job_io.explains(fusion.last_tick):
+        wide &= ~family_mask(STALL_FAMILIES)
     stalled = family_mask(STALL_FAMILIES) & (fusion.stalled_votes >= fusion.config.stall_min_votes)
     return eligible & (wide | stalled)
 

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from prexid.detectors.bank import Evidence
 from prexid.detectors.base import Floats, Ids
 from prexid.detectors.fleet_vote import Summary, Verdict, judge
+from prexid.detectors.job_io import JobIO
 from prexid.detectors.signals import (
     HARD_ERROR_FAMILIES,
     INTERMITTENT_FAMILIES,
@@ -32,6 +33,7 @@ from prexid.detectors.signals import (
     PER_DEVICE_FAMILIES,
     SAME_SENSOR_FAMILIES,
     SHARED_CAUSE_FAMILIES,
+    STALL_FAMILIES,
     SUSTAINED_FAMILIES,
     WORKLOAD_FAMILIES,
     Family,
@@ -134,6 +136,7 @@ class Fusion:
         self.fresh_top = np.zeros((0, N_FAMILIES))  # ... from the series holding the cell's evidence
         self.streak = np.zeros((0, N_FAMILIES), dtype=np.int32)  # surprising evidence, fresh, in a row
         self.workload_shift_at = -np.inf  # last tick a workload family moved on much of the cluster
+        self.job_io = JobIO()  # cluster-wide storage rises timed against the job's phase changes
         self.latched_at = np.full((0, N_FAMILIES), -np.inf)  # the last decisive event per cell (`latch`)
         self.strong_at = np.full((0, N_FAMILIES), -np.inf)  # the last tick of strong fresh evidence
         self.first_tick = np.inf  # event time this fusion was first evaluated at (`burst_after_s`)
@@ -252,6 +255,11 @@ class Fusion:
         voting = self.held >= cfg.vote_min
         return Summary.of(tick, voting, self.top_rising & own, self.present, self.parent >= 0, erring)
 
+    def wide_rising(self) -> NDArray[np.bool_]:
+        """Per family: common-mode at the last tick and rising on at least `common_mode_frac` of its
+        entities (a cluster-wide event, `cluster.py`)."""
+        return np.asarray(self.common & (self.rising_share >= self.config.common_mode_frac))
+
     def judge(self, summary: Summary, previous: NDArray[np.bool_] | None = None) -> Verdict:
         """The verdict of `summary`'s counts (this fusion's own, or a fleet's merged) under this config,
         with the `previous` verdict's shared families as hysteresis (by default this fusion's last)."""
@@ -284,6 +292,9 @@ class Fusion:
         self.stalled_votes = np.asarray(verdict.stalled or np.zeros(N_FAMILIES), dtype=np.float64)
         if (self.common & family_mask(WORKLOAD_FAMILIES)).any():
             self.workload_shift_at = tick
+        self.job_io.step(
+            tick, bool(self.wide_rising()[family_mask(STALL_FAMILIES)].any()), self.workload_shift_at
+        )
         for level, rows in enumerate((self.parent >= 0, self.parent < 0)):
             self.held[np.ix_(rows, self.shared_levels[level])] = 0.0
         self.first_tick = min(self.first_tick, tick)
@@ -508,6 +519,7 @@ class Fusion:
             "shift": self.shift,
             "sustained_shift": self.sustained_shift,
             "sustained": self.sustained,
+            **self.job_io.snapshot_arrays(),
         }
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
@@ -543,3 +555,4 @@ class Fusion:
         self.shift = np.asarray(arrays["shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained_shift = np.asarray(arrays["sustained_shift"], dtype=np.float64).reshape(-1, N_FAMILIES)
         self.sustained = np.asarray(arrays["sustained"], dtype=bool).reshape(-1, N_FAMILIES)
+        self.job_io.restore_arrays(arrays)

@@ -142,6 +142,10 @@ class Aggregator:
             },
             "shared": f.shared_levels.tolist(),
             "workload_shift_at": f.workload_shift_at if np.isfinite(f.workload_shift_at) else None,
+            "job_io": {
+                k: [None if np.isnan(x) else x for x in np.asarray(v, dtype=np.float64).tolist()]
+                for k, v in f.job_io.snapshot_arrays().items()
+            },
             "lifecycle": {k: v.tolist() for k, v in self.cluster.snapshot_arrays().items()},
             **self.cluster.snapshot_meta(),
             **self.book.snapshot_meta(),
@@ -158,6 +162,13 @@ class Aggregator:
         f = self.fusion
         f.shared_levels = np.asarray(doc["shared"], dtype=bool)
         f.workload_shift_at = -np.inf if doc["workload_shift_at"] is None else float(doc["workload_shift_at"])
+        if "job_io" in doc:  # a verdict from before the job's storage bursts were timed starts afresh
+            f.job_io.restore_arrays(
+                {
+                    k: np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+                    for k, v in doc["job_io"].items()
+                }
+            )
         lifecycle = doc["lifecycle"]
         self.cluster.restore(
             doc,

@@ -107,11 +107,9 @@ class KafkaRepublisher:
             raise IntakeFull(1)
 
     async def offer(self, body: bytes, samples: Samples) -> None:
+        self.room(0)  # no producer, or no place left: refused before it takes one
         producer = self.producer
-        if producer is None:
-            raise IntakeUnavailable("the Kafka producer is not connected")
-        if self.in_flight >= self.max_requests:
-            raise IntakeFull(1)
+        assert producer is not None  # `room` checked it
         self.in_flight += 1
         try:
             now_ms = int(time.time() * 1000)

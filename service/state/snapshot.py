@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 31  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 32  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -65,6 +65,8 @@ VERSION = 31  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # its means (`prev`, `cxy`, `cxx`: their node's memory scales the CUSUM's z-scores)
 # v31: fail-slow keeps its fleet's clock curve by degree and the throttle onset learned from it, not the
 # temperature its hottest GPUs read
+# v32: fusion times cluster-wide storage rises against the job's phase changes (`job_io_*`: the rise under
+# way and the job's last bursts)
 
 
 class SnapshotError(ValueError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import numpy as np
 import pytest
 
@@ -65,8 +67,10 @@ def test_a_stall_on_one_node_is_not_a_cluster_event() -> None:
 
 def test_storage_stalling_everywhere_while_every_node_moves_bytes_is_still_one_cluster_alert() -> None:
     """An NFS storm begins with a checkpoint's traffic: load coupling, which explains a node's own latency
-    by its own I/O, must not explain away a stall on every node at once."""
-    alerts = run(range(120, 160), set(range(NODES)), reads=True)
+    by its own I/O, must not explain away a stall on every node at once. (The stall is 25 minutes long:
+    begun with the job's own reads, a rise is the job's checkpoint until it outlasts the 10-minute prior,
+    `detectors/job_io.py`.)"""
+    alerts = run(range(120, 220), set(range(NODES)), ticks=300, reads=True)
     assert [(a.kind, a.status) for a in alerts if a.kind == "cluster"] == [
         ("cluster", "firing"),
         ("cluster", "resolved"),
@@ -189,3 +193,61 @@ def test_storage_stalling_on_the_only_busy_nodes_of_an_idle_fleet_is_one_cluster
 def test_timeouts_on_one_busy_node_are_not_a_cluster_event() -> None:
     """One node's NFS timeouts are that node's (its mount, its link): the stall path needs two."""
     assert run_job_start(range(300, 380), job_nodes=1) == []
+
+
+def checkpoint_scrape(
+    t: int, rng: np.random.Generator, backlog: np.ndarray, writing: bool, job_pauses: bool
+) -> list[RawSample]:
+    """One 15 s scrape of a training job on every node: GPU utilisation near 97% and little NFS backlog;
+    while `writing` the backlog grows 20x, and if `job_pauses` utilisation falls to 14% meanwhile (the
+    job waiting on its checkpoint)."""
+    ts = START + 15.0 * t
+    out: list[RawSample] = []
+    for n in range(NODES):
+        backlog[n] += rng.poisson((900.0 if writing else 40.0) * 15.0)
+        labels = {"instance": f"node-{n:02d}:9100", "export": "nfs:/ckpt"}
+        out.append(
+            RawSample("node_mountstats_nfs_transport_backlog_queue_total", labels, ts, float(backlog[n]))
+        )
+        out.append(RawSample("node_load1", {"instance": f"node-{n:02d}:9100"}, ts, 20.0 + rng.normal()))
+        gpu_labels = {"Hostname": f"node-{n:02d}", "gpu": "0", "pci_bus_id": "00000000:18:00.0"}
+        util = 14.0 if writing and job_pauses else 97.0
+        out.append(RawSample("DCGM_FI_DEV_GPU_UTIL", gpu_labels, ts, util + rng.normal(0, 1.0)))
+        out.append(RawSample("DCGM_FI_DEV_GPU_TEMP", gpu_labels, ts, 60.0 + rng.normal(0, 0.3)))
+    return out
+
+
+def run_checkpoints(writes: list[range], job_pauses: bool = True) -> list[Alert]:
+    """Cluster alerts over 8 h of a job that writes its checkpoints over `writes` (tick ranges)."""
+    rng = np.random.default_rng(11)
+    backlog = np.zeros(NODES)
+    pipeline = Pipeline()
+    alerts: list[Alert] = []
+    for t in range(1920):
+        writing = any(t in w for w in writes)
+        alerts += pipeline.ingest_samples(checkpoint_scrape(t, rng, backlog, writing, job_pauses))
+    return [a for a in alerts + pipeline.advance(drain=True) if a.kind == "cluster"]
+
+
+def test_a_checkpoint_longer_than_the_cluster_persistence_is_not_a_cluster_event() -> None:
+    """wide-s1173, s1211, s1220: every node's storage rose for a whole 10-minute checkpoint, as long as
+    the cluster alert's persistence, and paged. The job paused for it, so the rise is its own I/O until
+    it outlasts the job's checkpoints (the first one: the 10-minute prior)."""
+    checkpoint = 44  # ticks: 11 minutes
+    writes = [range(s, s + checkpoint) for s in (360, 720, 1080)]
+    assert run_checkpoints(writes) == []
+    firing = [a for a in run_checkpoints(writes, job_pauses=False) if a.status == "firing"]
+    assert [a.signals[0].family for a in firing] == ["storage-io"] * 3  # no phase change: three stalls
+
+
+def test_a_checkpoint_that_cannot_finish_is_one_cluster_alert() -> None:
+    """An NFS storm begins as a checkpoint: once the rise outlasts the job's usual checkpoint (11 minutes
+    here) by half again, the cluster alert's own persistence follows, and it pages."""
+    writes = [range(s, s + 44) for s in (360, 720, 1080)] + [range(1440, 1440 + 160)]
+    alerts = run_checkpoints(writes)
+    assert [(a.status, a.signals[0].family) for a in alerts] == [
+        ("firing", "storage-io"),
+        ("resolved", "storage-io"),
+    ]
+    began = datetime.fromisoformat(alerts[0].starts_at.replace("Z", "+00:00")).timestamp()
+    assert START + 15.0 * (1440 + 1.5 * 43) <= began < START + 15.0 * (1440 + 1.5 * 44 + 4)

@@ -435,6 +435,9 @@ def test_kafka_mode_has_room_for_max_requests_awaiting_the_broker_counting_those
     republisher.room(0)
     with pytest.raises(IntakeFull):
         republisher.room(1)
+    republisher.in_flight = 2  # `offer` refuses on the same count, before it sends anything
+    with pytest.raises(IntakeFull):
+        asyncio.run(republisher.offer(b"", Samples()))
 
 
 async def test_a_retried_backlog_an_hour_old_is_read_not_dropped_as_late() -> None:
