@@ -4,11 +4,12 @@ A checkpoint (or a job loading one) drives every node's storage I/O up at once, 
 storm does; what tells them apart is that a checkpoint starts with the job's own phase change (its
 utilisation moving on much of the cluster at once) and ends about as long after as the job's last ones
 did. A storm starts the same way (a checkpoint that cannot finish) but outlasts them. So each
-cluster-wide storage rise that began with a workload shift is timed; the ones that ended within the
-allowance teach it (the median of the last few, so a rare storm does not), and a new one counts as a
-cluster fault only once it has outlasted `OUTLAST` times that median. Before any is learned the
-allowance is `PRIOR_S`. Stall evidence (the family's own error counters: NFS major timeouts) is not
-judged here: it pages however the rise began (`cluster.py`).
+cluster-wide storage rise that began with a workload shift is timed, and a new one counts as a cluster
+fault only once it has outlasted `OUTLAST` times the median of the last `KEEP`. Each counts as at most
+twice the allowance of its day: a rare storm among them leaves the median where it was, and a job whose
+checkpoints grow is learned within a few of them. Before any is timed the allowance is `PRIOR_S`.
+Stall evidence (the family's own error counters: NFS major timeouts) is not judged here: it pages
+however the rise began (`cluster.py`).
 """
 
 from __future__ import annotations

@@ -95,3 +95,19 @@ def test_a_summary_of_another_builds_families_is_refused_not_merged() -> None:
     raw = PartitionSummary(0, Summary(0.0, old, old, old)).to_bytes()
     with pytest.raises(SummaryError, match="families"):
         PartitionSummary.from_bytes(raw)
+
+
+def test_the_aggregators_timing_of_the_jobs_storage_bursts_survives_its_published_state() -> None:
+    """The elected aggregator raises the cluster alert; the one taking over from its published state
+    must know the job's checkpoint length and the rise under way, or the next long checkpoint pages."""
+    agg = Aggregator(PipelineConfig(), lateness_s=60.0)
+    io = agg.fusion.job_io
+    for t in range(0, 300, 15):
+        io.step(float(t), t < 240, 0.0)  # one checkpoint of four minutes, the job changing phase with it
+    for t in range(3600, 3660, 15):
+        io.step(float(t), True, 3600.0)  # the next one under way
+    doc = orjson.loads(orjson.dumps(agg.snapshot()))
+    again = Aggregator(PipelineConfig(), lateness_s=60.0)
+    again.restore(doc)
+    assert again.fusion.job_io.allowance() == io.allowance() == 1.5 * 225.0
+    assert again.fusion.job_io.explains(3700.0) and again.fusion.job_io.start == 3600.0
