@@ -196,36 +196,28 @@ def test_timeouts_on_one_busy_node_are_not_a_cluster_event() -> None:
 
 
 def checkpoint_scrape(
-    t: int, rng: np.random.Generator, backlog: np.ndarray, writing: bool, job_pauses: bool
+    t: int, rng: np.random.Generator, backlog: np.ndarray, read: np.ndarray, writing: bool, job_pauses: bool
 ) -> list[RawSample]:
-    """One 15 s scrape of a training job on every node: GPU utilisation near 97% and little NFS backlog;
-    while `writing` the backlog grows 20x, and if `job_pauses` utilisation falls to 14% meanwhile (the
+    """`scrape` of a training job on every node, with each node's GPU utilisation near 97%: while `writing`
+    every node's backlog grows as in a stall, and if `job_pauses` utilisation falls to 14% meanwhile (the
     job waiting on its checkpoint)."""
-    ts = START + 15.0 * t
-    out: list[RawSample] = []
+    out = scrape(t, rng, backlog, set(range(NODES)) if writing else set(), read, False)
+    util = 14.0 if writing and job_pauses else 97.0
     for n in range(NODES):
-        backlog[n] += rng.poisson((900.0 if writing else 40.0) * 15.0)
-        labels = {"instance": f"node-{n:02d}:9100", "export": "nfs:/ckpt"}
-        out.append(
-            RawSample("node_mountstats_nfs_transport_backlog_queue_total", labels, ts, float(backlog[n]))
-        )
-        out.append(RawSample("node_load1", {"instance": f"node-{n:02d}:9100"}, ts, 20.0 + rng.normal()))
         gpu_labels = {"Hostname": f"node-{n:02d}", "gpu": "0", "pci_bus_id": "00000000:18:00.0"}
-        util = 14.0 if writing and job_pauses else 97.0
-        out.append(RawSample("DCGM_FI_DEV_GPU_UTIL", gpu_labels, ts, util + rng.normal(0, 1.0)))
-        out.append(RawSample("DCGM_FI_DEV_GPU_TEMP", gpu_labels, ts, 60.0 + rng.normal(0, 0.3)))
+        out.append(RawSample("DCGM_FI_DEV_GPU_UTIL", gpu_labels, START + 15.0 * t, util + rng.normal(0, 1.0)))
     return out
 
 
 def run_checkpoints(writes: list[range], job_pauses: bool = True) -> list[Alert]:
     """Cluster alerts over 8 h of a job that writes its checkpoints over `writes` (tick ranges)."""
     rng = np.random.default_rng(11)
-    backlog = np.zeros(NODES)
+    backlog, read = np.zeros(NODES), np.zeros(NODES)
     pipeline = Pipeline()
     alerts: list[Alert] = []
     for t in range(1920):
         writing = any(t in w for w in writes)
-        alerts += pipeline.ingest_samples(checkpoint_scrape(t, rng, backlog, writing, job_pauses))
+        alerts += pipeline.ingest_samples(checkpoint_scrape(t, rng, backlog, read, writing, job_pauses))
     return [a for a in alerts + pipeline.advance(drain=True) if a.kind == "cluster"]
 
 
