@@ -80,6 +80,8 @@ _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap and clock curve are taken
 _DEGREES = 128  # the fleet's clock curve: one cell per degree C of die temperature, 0-127
 _CURVE_WEIGHT = 20.0  # GPU-minutes (faded) a degree needs before it tells where the fleet throttles
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
+_SPREAD_Z = 4.0  # idle peers: a lag counts once it is this many of their usual spreads as well
+_IDLE_SHARE = 0.5  # peers whose median clock is under this share of the fleet's busy clock are idle
 
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
@@ -121,6 +123,10 @@ class FailSlow:
         self.fleet_quantile = fleet_quantile
         self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
         self._onset = np.nan  # the fleet's throttle onset: the coolest degree its busy clocks run slow from
+        self._busy, self._busy_ts = (
+            np.nan,
+            -np.inf,
+        )  # the fleet's busy clock (its fresh clocks' top), when taken
         self._curve = np.zeros((2, _DEGREES))  # per degree: faded GPU-minutes, their median clock share
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
@@ -231,6 +237,8 @@ class FailSlow:
         with np.errstate(invalid="ignore"):
             resid = self.peer.shortfall(ids[sel])
         late = resid <= -self.shortfall
+        if late.any():
+            late &= ~self._idle_scatter(ids[sel], ts[sel], resid)
         deep = resid <= -2.0 * self.shortfall
         heat = self._usual_heat(ids[sel], watched, ts[sel])
         less = np.zeros(len(sel), dtype=bool)
@@ -245,6 +253,25 @@ class FailSlow:
         # teach it as before
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched], held=late & less & deep)
         return p
+
+    def _idle_scatter(self, ids: Ids, ts: Floats, resid: Floats) -> NDArray[np.bool_]:
+        """Whether each lag is within the scatter of idle peers: their median clock under `_IDLE_SHARE`
+        of the fleet's busy clock, and the lag short of `_SPREAD_Z` of their usual spread. Idle clocks
+        scatter ~5% scrape to scrape, so an idle GPU reads 10-12% under its idle peers now and then
+        (wide-s1236: a node drained after its Xid); busy peers' spread is their throttling by different
+        amounts, which a straggler's lag must not be measured against (wide-s66, s79 flapped)."""
+        now = float(ts.max())
+        if now - self._busy_ts >= _FLEET_EVERY_S:
+            watched = np.flatnonzero(self.slot >= 0)
+            clocks = self.peer.last_fresh(watched, np.full(len(watched), now))
+            clocks = clocks[np.isfinite(clocks)]
+            if len(clocks) >= 8:
+                self._busy = float(np.fmax(self._busy, np.quantile(clocks, self.fleet_quantile)))
+            self._busy_ts = now
+        with np.errstate(invalid="ignore", divide="ignore"):
+            peers = self.peer.last_fresh(ids, ts) / (1.0 + resid)  # x = median (1 + r)
+            idle = peers < _IDLE_SHARE * self._busy
+            return np.asarray(idle & (resid > -_SPREAD_Z * self.peer.spread(ids)))
 
     def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
         """Whether each watched series' GPU reads hotter than its peers now, by no more than is usual for
@@ -425,7 +452,9 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        fleet = np.r_[self._fleet_gap, self._fleet_ts, self._onset, self._curve.ravel()]
+        fleet = np.r_[
+            self._fleet_gap, self._fleet_ts, self._onset, self._busy, self._busy_ts, self._curve.ravel()
+        ]
         pairs = tuple(
             array_pieces(a)
             for a in (
@@ -463,8 +492,10 @@ class FailSlow:
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
         stored = load_array(fleet).astype(np.float64)
-        self._fleet_gap, self._fleet_ts, self._onset = (float(v) for v in stored[:3])
-        self._curve = stored[3:].reshape(2, _DEGREES).copy()
+        self._fleet_gap, self._fleet_ts, self._onset, self._busy, self._busy_ts = (
+            float(v) for v in stored[:5]
+        )
+        self._curve = stored[5:].reshape(2, _DEGREES).copy()
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])

@@ -42,6 +42,7 @@ GPU_IDENTITY_LABELS = HOST_LABELS | {
     "gpu", "UUID", "uuid", "pci_bus_id", "device", "minor_number", "pod", "container", "namespace"
 }  # fmt: skip
 _PADDED_MAX = 64  # groups up to this size take the padded-grid median
+_SPREAD_W = 0.1  # weight of each scrape in a series' usual peer spread (~10 scrapes)
 
 
 class PeerGroups:
@@ -159,8 +160,11 @@ class PeerDeviation(ByRounds, ArrayState):
     def __init__(self, min_peers: int = 4, fresh_s: float = 45.0) -> None:
         self.min_peers = min_peers
         self.fresh_s = fresh_s
-        # resid: the last residual against the peers' median, as a fraction of it (fail-slow's effect size)
-        self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "group": -1.0, "resid": np.nan})
+        # resid: the last residual against the peers' median, as a fraction of it (fail-slow's effect size);
+        # spread: the peers' robust spread on the same scale, averaged over ~10 scrapes (their own scatter)
+        self.state = SeriesState(
+            {"last": np.nan, "last_ts": -np.inf, "group": -1.0, "resid": np.nan, "spread": np.nan}
+        )
         # a residual against peers at the same instant: the job's phases cancel, and a young GPU is judged
         # against the usual tail at once (fail-slow warns in the first hour too)
         self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3, young_xi=0.0)
@@ -223,17 +227,24 @@ class PeerDeviation(ByRounds, ArrayState):
         enough = count >= self.min_peers  # per group first, then one gather per sample (if some lack)
         if not enough.all():
             scored &= enough[slot]
-        med, scale = median[slot], np.maximum(np.maximum(np.abs(median), spread), 1e-9)[slot]
+        scale_ = np.maximum(np.maximum(np.abs(median), spread), 1e-9)
+        med, scale, rel = median[slot], scale_[slot], (np.nan_to_num(spread) / scale_)[slot]
         if scored.all():
+            self._learn_spread(ids, rel)
             resid = (x - med) / scale
             st["resid"][at] = resid
             return self.residuals.update(ids, ts, resid)
         p = np.ones(len(ids))
         if scored.any():
+            self._learn_spread(ids[scored], rel[scored])
             resid = (x[scored] - med[scored]) / scale[scored]
             st["resid"][ids[scored]] = resid
             p[scored] = self.residuals.update(ids[scored], ts[scored], resid)
         return p
+
+    def _learn_spread(self, ids: Ids, rel: Floats) -> None:
+        was = self.state["spread"][ids]
+        self.state["spread"][ids] = np.where(np.isfinite(was), was + _SPREAD_W * (rel - was), rel)
 
     def set_outside(self, groups: Ids | None, values: Floats | None = None) -> None:
         """Other partitions' values to judge each of these groups with, beside its own members
@@ -309,6 +320,10 @@ class PeerDeviation(ByRounds, ArrayState):
         """Each series' last value while still fresh at `ts` (NaN once older than `fresh_s`)."""
         fresh = self.state.read("last_ts", ids) >= ts - self.fresh_s
         return np.where(fresh, self.state.read("last", ids), np.nan)
+
+    def spread(self, ids: Ids) -> Floats:
+        """Each series' peers' usual robust spread, on `shortfall`'s scale (a fraction of their median)."""
+        return self.state.read("spread", ids)
 
     def shortfall(self, ids: Ids) -> Floats:
         """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""

@@ -489,3 +489,30 @@ def test_a_run_of_lags_doing_the_peers_work_still_teaches_its_pace() -> None:
 
 def test_a_gpu_lagging_every_ten_minutes_for_hours_is_learned_as_its_habit() -> None:
     assert lags_p(40, 480, 40 * 24 * 6, 0.6, 0.6)[-1] > 0.1
+
+
+def test_lags_within_the_scatter_of_idle_peers_are_not_counted_busy_ones_are() -> None:
+    """An idle node's clocks scatter ~5% scrape to scrape, so a healthy idle GPU reads 10-12% under its
+    peers now and then (wide-s1236: a node drained after its Xid paged fail-slow). Those lags are the
+    peers' own scatter; a stall far past it still counts, and on a busy node (peers throttling by
+    different amounts, wide-s66) a straggler's lag counts at the fixed shortfall alone."""
+    nodes = 3  # 0: busy, a straggler at 80%; 1: idle, healthy; 2: idle, GPU 3 stalling to 50%
+    ids = np.arange(nodes * GPUS, dtype=np.int64)
+    fs = FailSlow()
+    fs.set_groups(ids, ids // GPUS)
+    fs.watch(ids)
+    rng = np.random.default_rng(5)
+    busy_throttle = 1.0 - rng.uniform(0.0, 0.12, GPUS)  # each busy GPU throttles by its own amount
+    stalled = 0
+    for t in range(480):
+        busy = 1965.0 * busy_throttle * (1.0 + rng.normal(0.0, 0.005, GPUS))
+        busy[2] = 0.8 * 1965.0 * busy_throttle.max()
+        idle = 345.0 * (1.0 + rng.normal(0.0, 0.05, 2 * GPUS))
+        if t % 4 == 0:
+            idle[GPUS + 3] = 0.5 * 345.0
+            stalled += 1
+        fs.update(ids, np.full(len(ids), 15.0 * t), np.r_[busy, idle])
+    behind = fs.behind[fs.slot[ids]]
+    assert behind[2] >= 470  # the straggler, on (nearly) every scrape
+    assert behind[GPUS : 2 * GPUS].max() <= 2  # idle scatter: next to nothing (10%: ~1 scrape in 25)
+    assert behind[2 * GPUS + 3] >= stalled - 2  # the idle GPU's stalls, each one
