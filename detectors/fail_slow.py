@@ -240,7 +240,7 @@ class FailSlow:
         if late.any():
             late &= ~self._idle_scatter(ids[sel], ts[sel], resid)
         deep = resid <= -2.0 * self.shortfall
-        heat = self._usual_heat(ids[sel], watched, ts[sel])
+        heat = self._usual_heat(ids[sel], watched, ts[sel], late)
         less = np.zeros(len(sel), dtype=bool)
         if late.any():
             at = np.flatnonzero(late)
@@ -273,9 +273,10 @@ class FailSlow:
             idle = peers < _IDLE_SHARE * self._busy
             return np.asarray(idle & (resid > -_SPREAD_Z * self.peer.spread(ids)))
 
-    def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+    def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats, late: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """Whether each watched series' GPU reads hotter than its peers now, by no more than is usual for
-        it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap."""
+        it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap.
+        The `late` ones are also asked whether their node throttles at their heat now (`_node_throttles`)."""
         temp = self._temps(watched, ts)
         gap = self._gaps(ids, watched, ts, temp)
         seen = np.isfinite(gap)
@@ -287,7 +288,7 @@ class FailSlow:
             # at or past the fleet's throttle onset, any heat over the peers keeping pace will do: a node
             # at its slowdown temperature has its GPUs throttling in turns, each a degree or two above the
             # others, and there a degree costs a tenth of the clock (wide-s24, wide-s1186)
-            throttling = (gap > 0.0) & (temp >= self._onset)
+            throttling = (gap > 0.0) & ((temp >= self._onset) | self._node_throttles(ids, ts, temp, late))
             hot = (
                 seen
                 & ((gap >= self.heat_margin_c) | throttling)
@@ -295,6 +296,39 @@ class FailSlow:
             )
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
+
+    def _node_throttles(
+        self, ids: Ids, ts: Floats, temp: Floats, late: NDArray[np.bool_]
+    ) -> NDArray[np.bool_]:
+        """Whether each `late` series' clock is what its node's clocks fall to at its heat now: its peers'
+        clocks fitted on their temperatures (least squares, falling with heat) and the GPU within
+        `shortfall / 2` of the fit at its own. A node heating fast after a restart throttles its GPUs in
+        turns, each clock lower the hotter its GPU, before the fleet's curve has GPU-minutes at those
+        degrees (wide-s1280: 48 to 90 C in 15 minutes at a 33.5 C inlet, its hottest GPU 10% behind,
+        1.6 C above the peers keeping pace); a straggler's peers run at full pace whatever their heat."""
+        out = np.zeros(len(ids), dtype=bool)
+        at = np.flatnonzero(late & np.isfinite(temp))
+        if not len(at):
+            return out
+        slot, member = self.peer.peers_of(ids[at])
+        known = (member < len(self.slot)) & (member != ids[at][slot])
+        row = np.where(known, self.slot[np.where(known, member, 0)], -1)
+        when = ts[at][slot]
+        t = np.where(row >= 0, self._temps(np.maximum(row, 0), when), np.nan)
+        c = np.where(row >= 0, self.peer.last_fresh(member, when), np.nan)
+        ok = np.isfinite(t) & np.isfinite(c)
+        slot, t, c = slot[ok], t[ok], c[ok]
+        n = np.bincount(slot, minlength=len(at)).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_t = np.bincount(slot, t, len(at)) / n
+            mean_c = np.bincount(slot, c, len(at)) / n
+            dt = t - mean_t[slot]
+            var = np.bincount(slot, dt * dt, len(at)) / n
+            slope = np.bincount(slot, dt * (c - mean_c[slot]), len(at)) / n / var
+            fit = mean_c + slope * (temp[at] - mean_t)
+            clock = self.peer.last_fresh(ids[at], ts[at])
+            out[at] = (n >= 3) & (var > 0.0) & (slope < 0.0) & (clock >= (1.0 - self.shortfall / 2) * fit)
+        return out
 
     def _new_heat(self, watched: Ids, ts: Floats, over: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """Whether each row's heat, `over` its usual by more than `new_heat_c` now, has been so unbroken
