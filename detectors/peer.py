@@ -6,7 +6,9 @@ changed phase) yet stand out against its peers. So each sample becomes a residua
 its group's latest values, relative to the group's level (r = (x - median) / max(|median|, robust sd)),
 and that residual is judged by a `RobustDeviation` of its own: a GPU that always runs 3 °C hotter than
 its neighbours is normal, one that starts running 5 °C hotter is not. A checkpoint or a job restart
-moves every peer at once, which the residual does not see.
+moves every peer at once, which the residual does not see. A group whose median is not clear of zero by
+twice its spread (idle tensor pipes: 0 on most members, a rounding step on some) has no level to be
+relative to, and its members are not scored while it has none.
 
 Groups: a GPU series is grouped with the same metric (same non-identity labels) on the other GPUs of
 its node; a node series with the same metric on all other nodes. `PeerGroups` assigns these ids when a
@@ -230,7 +232,10 @@ class PeerDeviation(ByRounds, ArrayState):
             slot = position[np.maximum(group, 0)]
         if self._outside is not None:
             self._join_outside(touched, now, median, spread, count)
-        enough = count >= self.min_peers  # per group first, then one gather per sample (if some lack)
+        # per group first, then one gather per sample (if some lack); a group whose level is not clear of
+        # zero by twice its spread (idle tensor pipes reading 0 on most members, a rounding step on some)
+        # has no level to be relative to: a residual against it is 0 or unbounded (wide-s1309)
+        enough = (count >= self.min_peers) & (np.abs(median) > 2.0 * spread)
         if not enough.all():
             scored &= enough[slot]
         scale_ = np.maximum(np.maximum(np.abs(median), spread), 1e-9)
