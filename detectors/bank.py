@@ -6,7 +6,11 @@ several detectors gets one p per sample: the smallest, times the number of detec
 running more detectors never makes healthy data look more surprising.
 
 Silence has no samples: `sweep(now)`, called at each fusion tick, returns staleness evidence for the
-series that stopped reporting.
+series that stopped reporting. A series back from a long silence (`RETURN_GAP_S`: a reboot, a repair
+drain, a GPU fallen off the bus and reset) starts its own history afresh: the GPU that comes back runs
+another regime (drained, idle, repaired), and judged against its busy past it paged on its first hour
+back (wide-s1280: a GPU back 36 min after its Xid 79, on a node drained for repair). What is judged
+against others stays: its peers, fail-slow, error counters and their fleet prior.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from prexid.detectors.signals import Kind
 from prexid.detectors.staleness import Staleness
 from prexid.detectors.trend import TrendShift
 from prexid.detectors.variance import VarianceShift
+
+RETURN_GAP_S = 600.0  # silent this long, a series comes back afresh (exporter restarts: under a minute)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +92,14 @@ class DetectorBank:
         ]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
+        rate = CounterRate()
         self.detectors: dict[Kind, list[Detector]] = {
             Kind.GAUGE: gauge,
-            Kind.COUNTER: [CounterRate()],
+            Kind.COUNTER: [rate],
             Kind.ERROR_COUNTER: [self.error_counter],
         }
+        # each series against its own past: what a long silence voids
+        self.own_history: tuple[Detector, ...] = tuple(d for d in (*gauge, rate) if d is not self.peer)
         self.staleness = Staleness()
         self.kinds: NDArray[np.uint8] = np.zeros(1024, dtype=np.uint8)
 
@@ -164,6 +173,7 @@ class DetectorBank:
             known = (ids >= 0) & (ids < len(self.kinds))
             kinds = np.where(known, self.kinds[np.where(known, ids, 0)], Kind.IGNORED)
         scored = kinds != Kind.IGNORED
+        self._afresh(ids, ts)
         if scored.all():  # a whole batch of one kind is passed on as is, without copies
             self.staleness.update(ids, ts, values)
         elif scored.any():
@@ -183,6 +193,15 @@ class DetectorBank:
         slow = self.fail_slow.update(ids, ts, values)  # after the peer detector saw the same samples
         heat = self.cooling.update(ids, ts, values)
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow, cooling_p=heat)
+
+    def _afresh(self, ids: Ids, ts: Floats) -> None:
+        """Series back after `RETURN_GAP_S` of silence forget their own past (read before the arrival)."""
+        last = self.staleness.state.read("last_ts", ids)
+        with np.errstate(invalid="ignore"):
+            back = (last > -np.inf) & (ts - last > RETURN_GAP_S)  # never heard of: nothing to forget
+        if back.any():
+            for det in self.own_history:
+                det.forget(ids[back])
 
     def _combine(
         self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats, rising: NDArray[np.bool_]

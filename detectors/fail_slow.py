@@ -80,6 +80,8 @@ _FLEET_EVERY_S = 60.0  # how often the fleet's hot gap and clock curve are taken
 _DEGREES = 128  # the fleet's clock curve: one cell per degree C of die temperature, 0-127
 _CURVE_WEIGHT = 20.0  # GPU-minutes (faded) a degree needs before it tells where the fleet throttles
 _PACED_MIN = 2  # peers keeping pace that a GPU's heat is measured against (fewer: all its peers)
+_SPREAD_Z = 4.0  # idle peers: a lag counts once it is this many of their usual spreads as well
+_IDLE_SHARE = 0.5  # peers whose median clock is under this share of the fleet's busy clock are idle
 
 
 def is_work_rate(name: str, gpu: int | None) -> bool:
@@ -121,6 +123,10 @@ class FailSlow:
         self.fleet_quantile = fleet_quantile
         self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
         self._onset = np.nan  # the fleet's throttle onset: the coolest degree its busy clocks run slow from
+        self._busy, self._busy_ts = (
+            np.nan,
+            -np.inf,
+        )  # the fleet's busy clock (its fresh clocks' top), when taken
         self._curve = np.zeros((2, _DEGREES))  # per degree: faded GPU-minutes, their median clock share
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
@@ -231,8 +237,10 @@ class FailSlow:
         with np.errstate(invalid="ignore"):
             resid = self.peer.shortfall(ids[sel])
         late = resid <= -self.shortfall
+        if late.any():
+            late &= ~self._idle_scatter(ids[sel], ts[sel], resid)
         deep = resid <= -2.0 * self.shortfall
-        heat = self._usual_heat(ids[sel], watched, ts[sel])
+        heat = self._usual_heat(ids[sel], watched, ts[sel], late)
         less = np.zeros(len(sel), dtype=bool)
         if late.any():
             at = np.flatnonzero(late)
@@ -246,9 +254,29 @@ class FailSlow:
         p[sel] = self.events.update(watched, ts[sel], self.behind[watched], held=late & less & deep)
         return p
 
-    def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats) -> NDArray[np.bool_]:
+    def _idle_scatter(self, ids: Ids, ts: Floats, resid: Floats) -> NDArray[np.bool_]:
+        """Whether each lag is within the scatter of idle peers: their median clock under `_IDLE_SHARE`
+        of the fleet's busy clock, and the lag short of `_SPREAD_Z` of their usual spread. Idle clocks
+        scatter ~5% scrape to scrape, so an idle GPU reads 10-12% under its idle peers now and then
+        (wide-s1236: a node drained after its Xid); busy peers' spread is their throttling by different
+        amounts, which a straggler's lag must not be measured against (wide-s66, s79 flapped)."""
+        now = float(ts.max())
+        if now - self._busy_ts >= _FLEET_EVERY_S:
+            watched = np.flatnonzero(self.slot >= 0)
+            clocks = self.peer.last_fresh(watched, np.full(len(watched), now))
+            clocks = clocks[np.isfinite(clocks)]
+            if len(clocks) >= 8:
+                self._busy = float(np.fmax(self._busy, np.quantile(clocks, self.fleet_quantile)))
+            self._busy_ts = now
+        with np.errstate(invalid="ignore", divide="ignore"):
+            peers = self.peer.last_fresh(ids, ts) / (1.0 + resid)  # x = median (1 + r)
+            idle = peers < _IDLE_SHARE * self._busy
+            return np.asarray(idle & (resid > -_SPREAD_Z * self.peer.spread(ids)))
+
+    def _usual_heat(self, ids: Ids, watched: Ids, ts: Floats, late: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """Whether each watched series' GPU reads hotter than its peers now, by no more than is usual for
-        it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap."""
+        it and for its fleet's hot GPUs (throttling for heat, as they do); and learn each GPU's usual gap.
+        The `late` ones are also asked whether their node throttles at their heat now (`_node_throttles`)."""
         temp = self._temps(watched, ts)
         gap = self._gaps(ids, watched, ts, temp)
         seen = np.isfinite(gap)
@@ -260,7 +288,7 @@ class FailSlow:
             # at or past the fleet's throttle onset, any heat over the peers keeping pace will do: a node
             # at its slowdown temperature has its GPUs throttling in turns, each a degree or two above the
             # others, and there a degree costs a tenth of the clock (wide-s24, wide-s1186)
-            throttling = (gap > 0.0) & (temp >= self._onset)
+            throttling = (gap > 0.0) & ((temp >= self._onset) | self._node_throttles(ids, ts, temp, late))
             hot = (
                 seen
                 & ((gap >= self.heat_margin_c) | throttling)
@@ -268,6 +296,39 @@ class FailSlow:
             )
         self._learn_gap(watched[seen], ts[seen], gap[seen])
         return np.asarray(hot)
+
+    def _node_throttles(
+        self, ids: Ids, ts: Floats, temp: Floats, late: NDArray[np.bool_]
+    ) -> NDArray[np.bool_]:
+        """Whether each `late` series' clock is what its node's clocks fall to at its heat now: its peers'
+        clocks fitted on their temperatures (least squares, falling with heat) and the GPU within
+        `shortfall / 2` of the fit at its own. A node heating fast after a restart throttles its GPUs in
+        turns, each clock lower the hotter its GPU, before the fleet's curve has GPU-minutes at those
+        degrees (wide-s1280: 48 to 90 C in 15 minutes at a 33.5 C inlet, its hottest GPU 10% behind,
+        1.6 C above the peers keeping pace); a straggler's peers run at full pace whatever their heat."""
+        out = np.zeros(len(ids), dtype=bool)
+        at = np.flatnonzero(late & np.isfinite(temp))
+        if not len(at):
+            return out
+        slot, member = self.peer.peers_of(ids[at])
+        known = (member < len(self.slot)) & (member != ids[at][slot])
+        row = np.where(known, self.slot[np.where(known, member, 0)], -1)
+        when = ts[at][slot]
+        t = np.where(row >= 0, self._temps(np.maximum(row, 0), when), np.nan)
+        c = np.where(row >= 0, self.peer.last_fresh(member, when), np.nan)
+        ok = np.isfinite(t) & np.isfinite(c)
+        slot, t, c = slot[ok], t[ok], c[ok]
+        n = np.bincount(slot, minlength=len(at)).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_t = np.bincount(slot, t, len(at)) / n
+            mean_c = np.bincount(slot, c, len(at)) / n
+            dt = t - mean_t[slot]
+            var = np.bincount(slot, dt * dt, len(at)) / n
+            slope = np.bincount(slot, dt * (c - mean_c[slot]), len(at)) / n / var
+            fit = mean_c + slope * (temp[at] - mean_t)
+            clock = self.peer.last_fresh(ids[at], ts[at])
+            out[at] = (n >= 3) & (var > 0.0) & (slope < 0.0) & (clock >= (1.0 - self.shortfall / 2) * fit)
+        return out
 
     def _new_heat(self, watched: Ids, ts: Floats, over: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """Whether each row's heat, `over` its usual by more than `new_heat_c` now, has been so unbroken
@@ -425,7 +486,9 @@ class FailSlow:
         """Slots, counters, GPU pairing and the counters' judge; then the peer detector, when it is
         fail-slow's own."""
         peer = [self.peer.snapshot()] if self.owns_peer else []
-        fleet = np.r_[self._fleet_gap, self._fleet_ts, self._onset, self._curve.ravel()]
+        fleet = np.r_[
+            self._fleet_gap, self._fleet_ts, self._onset, self._busy, self._busy_ts, self._curve.ravel()
+        ]
         pairs = tuple(
             array_pieces(a)
             for a in (
@@ -463,8 +526,10 @@ class FailSlow:
         used[self.slot[self.slot >= 0]] = True
         self._free = np.flatnonzero(~used).tolist()[::-1]
         stored = load_array(fleet).astype(np.float64)
-        self._fleet_gap, self._fleet_ts, self._onset = (float(v) for v in stored[:3])
-        self._curve = stored[3:].reshape(2, _DEGREES).copy()
+        self._fleet_gap, self._fleet_ts, self._onset, self._busy, self._busy_ts = (
+            float(v) for v in stored[:5]
+        )
+        self._curve = stored[5:].reshape(2, _DEGREES).copy()
         self.events.restore(events)
         if self.owns_peer:
             self.peer.restore(peer[0])

@@ -6,7 +6,9 @@ changed phase) yet stand out against its peers. So each sample becomes a residua
 its group's latest values, relative to the group's level (r = (x - median) / max(|median|, robust sd)),
 and that residual is judged by a `RobustDeviation` of its own: a GPU that always runs 3 °C hotter than
 its neighbours is normal, one that starts running 5 °C hotter is not. A checkpoint or a job restart
-moves every peer at once, which the residual does not see.
+moves every peer at once, which the residual does not see. A group whose median is not clear of zero by
+twice its spread (idle tensor pipes: 0 on most members, a rounding step on some) has no level to be
+relative to, and its members are not scored while it has none.
 
 Groups: a GPU series is grouped with the same metric (same non-identity labels) on the other GPUs of
 its node; a node series with the same metric on all other nodes. `PeerGroups` assigns these ids when a
@@ -27,11 +29,16 @@ from prexid.detectors.base import (
     Floats,
     Ids,
     Index,
+    Packed,
     SeriesState,
     Stored,
+    array_pieces,
+    load_array,
+    pack_blobs,
     pick,
     ragged,
     rows,
+    unpack_blobs,
 )
 from prexid.detectors.fleet_peers import fleet_key
 from prexid.detectors.fleet_prior import field_key
@@ -42,6 +49,7 @@ GPU_IDENTITY_LABELS = HOST_LABELS | {
     "gpu", "UUID", "uuid", "pci_bus_id", "device", "minor_number", "pod", "container", "namespace"
 }  # fmt: skip
 _PADDED_MAX = 64  # groups up to this size take the padded-grid median
+_SPREAD_W = 0.1  # weight of each scrape in a group's usual spread (~10 scrapes)
 
 
 class PeerGroups:
@@ -161,6 +169,8 @@ class PeerDeviation(ByRounds, ArrayState):
         self.fresh_s = fresh_s
         # resid: the last residual against the peers' median, as a fraction of it (fail-slow's effect size)
         self.state = SeriesState({"last": np.nan, "last_ts": -np.inf, "group": -1.0, "resid": np.nan})
+        # per group: its robust spread on the residuals' scale, averaged over ~10 scrapes (its own scatter)
+        self._spread: Floats = np.full(0, np.nan)
         # a residual against peers at the same instant: the job's phases cancel, and a young GPU is judged
         # against the usual tail at once (fail-slow warns in the first hour too)
         self.residuals = RobustDeviation(rel_floor=0.0, abs_floor=1e-3, young_xi=0.0)
@@ -196,6 +206,8 @@ class PeerDeviation(ByRounds, ArrayState):
         equal = n_groups > 0 and 0 < int(sizes[0]) <= _PADDED_MAX and bool((sizes == sizes[0]).all())
         self._width = int(sizes[0]) if equal else 0
         self._layout = rows(self._order)
+        empty = np.flatnonzero(sizes[: len(self._spread)] == 0)
+        self._spread[empty] = np.nan  # a group id given to a new group starts without a spread
         self._dirty = False
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
@@ -220,10 +232,15 @@ class PeerDeviation(ByRounds, ArrayState):
             slot = position[np.maximum(group, 0)]
         if self._outside is not None:
             self._join_outside(touched, now, median, spread, count)
-        enough = count >= self.min_peers  # per group first, then one gather per sample (if some lack)
+        # per group first, then one gather per sample (if some lack); a group whose level is not clear of
+        # zero by twice its spread (idle tensor pipes reading 0 on most members, a rounding step on some)
+        # has no level to be relative to: a residual against it is 0 or unbounded (wide-s1309)
+        enough = (count >= self.min_peers) & (np.abs(median) > 2.0 * spread)
         if not enough.all():
             scored &= enough[slot]
-        med, scale = median[slot], np.maximum(np.maximum(np.abs(median), spread), 1e-9)[slot]
+        scale_ = np.maximum(np.maximum(np.abs(median), spread), 1e-9)
+        med, scale = median[slot], scale_[slot]
+        self._learn_spread(touched, np.bincount(slot[scored], minlength=len(median)) > 0, spread / scale_)
         if scored.all():
             resid = (x - med) / scale
             st["resid"][at] = resid
@@ -234,6 +251,16 @@ class PeerDeviation(ByRounds, ArrayState):
             st["resid"][ids[scored]] = resid
             p[scored] = self.residuals.update(ids[scored], ts[scored], resid)
         return p
+
+    def _learn_spread(self, groups: Ids, scored: NDArray[np.bool_], rel: Floats) -> None:
+        """Fold each scored group's spread now into its usual one."""
+        groups, rel = groups[scored], rel[scored]
+        if len(groups) and int(groups.max()) >= len(self._spread):
+            grown = np.full(len(self._starts), np.nan)
+            grown[: len(self._spread)] = self._spread
+            self._spread = grown
+        was = self._spread[groups]
+        self._spread[groups] = np.where(np.isfinite(was), was + _SPREAD_W * (rel - was), rel)
 
     def set_outside(self, groups: Ids | None, values: Floats | None = None) -> None:
         """Other partitions' values to judge each of these groups with, beside its own members
@@ -310,6 +337,13 @@ class PeerDeviation(ByRounds, ArrayState):
         fresh = self.state.read("last_ts", ids) >= ts - self.fresh_s
         return np.where(fresh, self.state.read("last", ids), np.nan)
 
+    def spread(self, ids: Ids) -> Floats:
+        """Each series' group's usual robust spread, on `shortfall`'s scale (a fraction of its median)."""
+        known = ids < len(self._group)
+        group = np.where(known, self._group[np.where(known, ids, 0)], -1)
+        inside = (group >= 0) & (group < len(self._spread))
+        return np.where(inside, self._spread[np.where(inside, group, 0)], np.nan)
+
     def shortfall(self, ids: Ids) -> Floats:
         """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""
         return self.state.read("resid", ids)
@@ -349,8 +383,14 @@ class PeerDeviation(ByRounds, ArrayState):
         super().forget(ids)
         self._dirty = True
 
+    def snapshot(self) -> Packed:
+        """The series' state and their residuals' judge; then each group's usual spread."""
+        return pack_blobs(super().snapshot(), array_pieces(self._spread))
+
     def restore(self, data: Stored) -> None:
-        super().restore(data)
+        own, spread = unpack_blobs(data)
+        super().restore(own)
+        self._spread = load_array(spread).astype(np.float64, copy=False)
         self._dirty = True
 
 

@@ -171,3 +171,29 @@ def test_a_job_restart_across_the_cluster_pages_no_gpu_or_node() -> None:
     for t in range(480):  # two hours; the job is down for 5 minutes after the first hour
         alerts += pipe.ingest_samples(cluster_scrape(t, rng, idle=240 <= t < 260))
     assert alerts == []  # cooling down everywhere at once is the job stopping, not a cooling fault
+
+
+@pytest.mark.parametrize(("silent_ticks", "afresh"), [(144, True), (12, False)])
+def test_a_series_back_from_a_long_silence_is_judged_afresh_a_short_gap_keeps_its_past(
+    silent_ticks: int, afresh: bool
+) -> None:
+    """A node's GPUs busy at 600 W for two hours, then idle at 150 W; GPU 3 is silent across the change
+    (fallen off the bus for 36 minutes, wide-s1280; or a 3-minute exporter restart). Back from the long
+    silence, its busy past is void: the GPU that comes back runs another regime. After a short gap it is
+    still the same series, and its drop is still news."""
+    bank, ids = DetectorBank(), np.arange(8, dtype=np.int64)
+    bank.set_kinds(ids, np.full(8, Kind.GAUGE, dtype=np.uint8))
+    bank.set_groups(ids, np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int64))
+    rng, back = np.random.default_rng(2), 480 + silent_ticks
+    p3 = []
+    for t in range(back + 240):
+        x = (600.0 if t < 480 else 150.0) + rng.normal(0.0, 5.0, 8)
+        at = ids if t < 480 or t >= back else np.delete(ids, 3)
+        ev = bank.update(at, np.full(len(at), t * STEP), x[at])
+        if t >= back:
+            p3.append(float(ev.p[3]))
+    first_hour = min(p3[30:])  # past the warm-up of a series starting afresh
+    if afresh:
+        assert first_hour > 1e-4
+    else:
+        assert min(p3) < 1e-8

@@ -113,3 +113,15 @@ def test_robust_flags_a_job_restart_which_fusion_then_clears_as_common_mode() ->
     """Documented division of labour: per-series level detectors see a restart on every GPU at once."""
     p = scores(RobustDeviation(), with_job_restart(gpu_temps(400), 300))
     assert (p[300] < 1e-6).mean() > 0.9  # every GPU at once: > 30% of entities, fusion's common-mode rule
+
+
+def test_peer_deviation_does_not_judge_a_gpu_against_a_level_lost_in_its_spread() -> None:
+    """Idle tensor pipes read exactly 0 on most scrapes and a rounding step now and then, each GPU on its
+    own: the peers' median is 0, or a step, inside their spread. A residual relative to it is 0 or
+    unbounded (wide-s1309 paged one GPU's 0.0003 against its peers' 0). Busy, the same group is judged."""
+    rng = np.random.default_rng(4)
+    x = np.where(rng.random((400, N)) < 0.7, 0.0, np.round(rng.uniform(0.0, 0.02, (400, N)), 4))
+    assert scores(peers(), x)[40:].min() > 1e-4
+    x[300:] += 0.4  # the job starts: busy pipes, one GPU's at half its peers'
+    x[350:, 13] -= 0.2
+    assert scores(peers(), x)[350:, 13].min() < 1e-6

@@ -489,3 +489,57 @@ def test_a_run_of_lags_doing_the_peers_work_still_teaches_its_pace() -> None:
 
 def test_a_gpu_lagging_every_ten_minutes_for_hours_is_learned_as_its_habit() -> None:
     assert lags_p(40, 480, 40 * 24 * 6, 0.6, 0.6)[-1] > 0.1
+
+
+def test_lags_within_the_scatter_of_idle_peers_are_not_counted_busy_ones_are() -> None:
+    """An idle node's clocks scatter ~5% scrape to scrape, so a healthy idle GPU reads 10-12% under its
+    peers now and then (wide-s1236: a node drained after its Xid paged fail-slow). Those lags are the
+    peers' own scatter; a stall far past it still counts, and on a busy node (peers throttling by
+    different amounts, wide-s66) a straggler's lag counts at the fixed shortfall alone."""
+    nodes = 3  # 0: busy, a straggler at 80%; 1: idle, healthy; 2: idle, GPU 3 stalling to 50%
+    ids = np.arange(nodes * GPUS, dtype=np.int64)
+    fs = FailSlow()
+    fs.set_groups(ids, ids // GPUS)
+    fs.watch(ids)
+    rng = np.random.default_rng(5)
+    busy_throttle = 1.0 - rng.uniform(0.0, 0.12, GPUS)  # each busy GPU throttles by its own amount
+    stalled = 0
+    for t in range(480):
+        busy = 1965.0 * busy_throttle * (1.0 + rng.normal(0.0, 0.005, GPUS))
+        busy[2] = 0.8 * 1965.0 * busy_throttle.max()
+        idle = 345.0 * (1.0 + rng.normal(0.0, 0.05, 2 * GPUS))
+        if t % 4 == 0:
+            idle[GPUS + 3] = 0.5 * 345.0
+            stalled += 1
+        fs.update(ids, np.full(len(ids), 15.0 * t), np.r_[busy, idle])
+    behind = fs.behind[fs.slot[ids]]
+    assert behind[2] >= 470  # the straggler, on (nearly) every scrape
+    assert behind[GPUS : 2 * GPUS].max() <= 2  # idle scatter: next to nothing (10%: ~1 scrape in 25)
+    assert behind[2 * GPUS + 3] >= stalled - 2  # the idle GPU's stalls, each one
+
+
+def throttling_node(falls_with_heat: bool) -> np.ndarray:
+    """Five minutes of a node just heated to 87-89.5 C, its GPUs taking turns at the hottest: with
+    `falls_with_heat` each clock runs 10% slower per degree over 87 C (throttling, the node's own curve),
+    else only GPU 5 slows that way, its peers as hot at full pace. Power and activity at pace on every
+    GPU. The fleet's clock curve has no GPU-minutes at these degrees yet: a cold start. Scrapes counted
+    behind, per GPU."""
+    peer, fs, ids = paired(0.0, work=True)
+    rng = np.random.default_rng(11)
+    for t in range(20):
+        x = busy(rng)
+        heat = rng.uniform(0.0, 2.5, GPUS)  # the hottest within 2 C of its peers keeping pace
+        x[GPUS : 2 * GPUS] = 87.0 + heat
+        slows = heat if falls_with_heat else np.where(np.arange(GPUS) == 5, heat, 0.0)
+        x[:GPUS] *= 1.0 - 0.1 * slows
+        ts = np.full(len(ids), 15.0 * t)
+        peer.update(ids, ts, x)
+        fs.update(ids, ts, x)
+    return fs.behind[fs.slot[np.arange(GPUS)]]
+
+
+def test_a_node_whose_clocks_fall_with_heat_is_throttling_before_the_fleet_learned_where() -> None:
+    """wide-s1280 node-05: 48 to 90 C in 15 minutes after a restart at a 33.5 C inlet; its hottest GPU
+    read 10% behind the others, each clock lower the hotter its GPU, and fail-slow paged it."""
+    assert throttling_node(falls_with_heat=True).sum() == 0
+    assert throttling_node(falls_with_heat=False)[5] >= 3  # as hot as its peers, yet alone slow: counted
