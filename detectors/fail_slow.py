@@ -123,10 +123,8 @@ class FailSlow:
         self.fleet_quantile = fleet_quantile
         self._fleet_gap, self._fleet_ts = np.nan, -np.inf  # the fleet's hot gap, and when it was taken
         self._onset = np.nan  # the fleet's throttle onset: the coolest degree its busy clocks run slow from
-        self._busy, self._busy_ts = (
-            np.nan,
-            -np.inf,
-        )  # the fleet's busy clock (its fresh clocks' top), when taken
+        self._busy = np.nan  # the fleet's busy clock: the highest top of its fresh clocks seen
+        self._busy_ts = -np.inf  # ... and when it was last taken
         self._curve = np.zeros((2, _DEGREES))  # per degree: faded GPU-minutes, their median clock share
         self.slot = np.full(0, -1, dtype=np.int32)  # series id -> its row among the watched, or -1
         self.behind = np.zeros(0)  # per watched series: scrapes spent behind its peers (a counter)
