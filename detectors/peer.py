@@ -325,8 +325,7 @@ class PeerDeviation(ByRounds, ArrayState):
         place in `ids` and a member's id, one run per series."""
         if self._dirty or len(self._group) < self.state.capacity:
             self._index_groups()
-        known = ids < len(self._group)
-        group = np.where(known, self._group[np.where(known, ids, 0)], -1)
+        group = self._group_of(ids)
         at = np.maximum(group, 0)
         sizes = np.where(group >= 0, self._starts[at + 1] - self._starts[at], 0)
         slot, _, members = ragged(self._starts[at], sizes)
@@ -337,12 +336,17 @@ class PeerDeviation(ByRounds, ArrayState):
         fresh = self.state.read("last_ts", ids) >= ts - self.fresh_s
         return np.where(fresh, self.state.read("last", ids), np.nan)
 
-    def spread(self, ids: Ids) -> Floats:
-        """Each series' group's usual robust spread, on `shortfall`'s scale (a fraction of its median)."""
+    def _group_of(self, ids: Ids) -> Ids:
+        """Each series' group id as last indexed (-1: none, or an id beyond the index)."""
         known = ids < len(self._group)
-        group = np.where(known, self._group[np.where(known, ids, 0)], -1)
-        inside = (group >= 0) & (group < len(self._spread))
-        return np.where(inside, self._spread[np.where(inside, group, 0)], np.nan)
+        return np.where(known, self._group[np.where(known, ids, 0)], -1)
+
+    def spread(self, ids: Ids) -> Floats:
+        """Each series' group's usual robust spread, on `shortfall`'s scale (a fraction of its median;
+        NaN: none learned yet)."""
+        group = self._group_of(ids)
+        table: Floats = np.r_[self._spread, np.nan]  # the last cell answers for groups without a spread
+        return table[np.where((group >= 0) & (group < len(self._spread)), group, len(self._spread))]
 
     def shortfall(self, ids: Ids) -> Floats:
         """Each series' last residual against its peers' median, as a fraction of it (below: negative)."""
