@@ -7,10 +7,14 @@ running more detectors never makes healthy data look more surprising.
 
 Silence has no samples: `sweep(now)`, called at each fusion tick, returns staleness evidence for the
 series that stopped reporting. A series back from a long silence (`RETURN_GAP_S`: a reboot, a repair
-drain, a GPU fallen off the bus and reset) starts its own history afresh: the GPU that comes back runs
-another regime (drained, idle, repaired), and judged against its busy past it paged on its first hour
-back (wide-s1280: a GPU back 36 min after its Xid 79, on a node drained for repair). What is judged
-against others stays: its peers, fail-slow, error counters and their fleet prior.
+drain, a GPU fallen off the bus and reset) at a level its past does not know (`RETURN_JUMP_SIGMAS` off
+its level detector's baseline; a counter whatever its rate) starts its own history afresh: the GPU that
+comes back runs another regime (drained, idle, repaired), and judged against its busy past it paged on
+its first hour back (wide-s1280: a GPU back 36 min after its Xid 79, on a node drained for repair). One
+back where it was keeps its past: a five-minute series through an outage of hours (the generic corpus'
+`gaps` files) was young again after every outage, its daily profile gone, and found none of its spikes
+(standard score 93 -> -1 on seed 1). What is judged against others stays: its peers, fail-slow, error
+counters and their fleet prior.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from prexid.detectors.trend import TrendShift
 from prexid.detectors.variance import VarianceShift
 
 RETURN_GAP_S = 600.0  # silent this long, a series comes back afresh (exporter restarts: under a minute)
+RETURN_JUMP_SIGMAS = 8.0  # ... when it comes back this far from where it was (a gauge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +97,7 @@ class DetectorBank:
         ]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
-        rate = CounterRate()
+        self.level, rate = level, CounterRate()
         self.detectors: dict[Kind, list[Detector]] = {
             Kind.GAUGE: gauge,
             Kind.COUNTER: [rate],
@@ -173,7 +178,7 @@ class DetectorBank:
             known = (ids >= 0) & (ids < len(self.kinds))
             kinds = np.where(known, self.kinds[np.where(known, ids, 0)], Kind.IGNORED)
         scored = kinds != Kind.IGNORED
-        self._afresh(ids, ts)
+        self._afresh(ids, ts, values, kinds)
         if scored.all():  # a whole batch of one kind is passed on as is, without copies
             self.staleness.update(ids, ts, values)
         elif scored.any():
@@ -194,14 +199,22 @@ class DetectorBank:
         heat = self.cooling.update(ids, ts, values)
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow, cooling_p=heat)
 
-    def _afresh(self, ids: Ids, ts: Floats) -> None:
-        """Series back after `RETURN_GAP_S` of silence forget their own past (read before the arrival)."""
+    def _afresh(self, ids: Ids, ts: Floats, values: Floats, kinds: NDArray[np.uint8]) -> None:
+        """Series back after `RETURN_GAP_S` of silence in another regime forget their own past (read
+        before the arrival)."""
         last = self.staleness.state.read("last_ts", ids)
         with np.errstate(invalid="ignore"):
             back = (last > -np.inf) & (ts - last > RETURN_GAP_S)  # never heard of: nothing to forget
-        if back.any():
+        if not back.any():
+            return
+        at = np.flatnonzero(back)
+        gauge = kinds[at] == Kind.GAUGE
+        with np.errstate(invalid="ignore"):  # a gauge still in its warm-up (NaN) has no past to keep
+            moved = ~(self.level.deviation(ids[at], values[at]) <= RETURN_JUMP_SIGMAS)
+        gone = ids[at[~gauge | moved]]
+        if len(gone):
             for det in self.own_history:
-                det.forget(ids[back])
+                det.forget(gone)
 
     def _combine(
         self, dets: list[Detector], ids: Ids, ts: Floats, values: Floats, rising: NDArray[np.bool_]

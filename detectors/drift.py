@@ -16,7 +16,12 @@ changes; deviations are winsorised at `clip_sigmas` before they are summed, and 
 and the reference as they were. Only a sustained, gradual departure builds up. The CUSUM height is
 calibrated against the series' own history. A level that has held for `max_run_s` (a job phase
 change, a new steady temperature, a jump that stayed) becomes the new reference: the sums restart
-there, so one change is evidence for an hour, not until the slow reference has caught up.
+there, so one change is evidence for an hour, not until the slow reference has caught up. Held means
+the last two means agree (within `agree_sigmas` of their usual step): the reference restarts at their
+average, not on a passing spike. A node's CPU temperature that rose 5 °C with its own job and held had
+its reference restarted an hour on, on the 5 minutes its job's checkpoint ran 0.8 °C hotter, and its
+ordinary readings then summed below it for an hour: p 1e-9, a `node` page with the job's traffic (wide
+tuning cells 1329 and 1353). A creep that never holds still restarts after `2 * max_run_s`.
 
 >>> import numpy as np
 >>> det = DriftCusum()
@@ -71,6 +76,7 @@ class DriftCusum(Calibrated):
         jump_sigmas: float = 8.0,
         warmup: int = 12,  # batches: an hour of 5-minute means
         max_run_s: float = 3600.0,
+        agree_sigmas: float = 3.0,
         rel_floor: float = 0.002,
         abs_floor: float = 1e-6,
         batch_s: float = 300.0,
@@ -83,6 +89,7 @@ class DriftCusum(Calibrated):
         self.jump_sigmas = jump_sigmas
         self.warmup = warmup
         self.max_run_s = max_run_s
+        self.agree_sigmas = agree_sigmas
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         super().__init__(
@@ -93,7 +100,7 @@ class DriftCusum(Calibrated):
                 "hi": 0.0,
                 "lo": 0.0,
                 "n": 0.0,
-                "last_ts": -np.inf,
+                "refs": 0.0,  # means the reference has averaged since it was (re)set
                 "since": np.nan,
                 "bsum": 0.0,  # the open batch: sum, count, first and last sample times
                 "bn": 0.0,
@@ -131,17 +138,17 @@ class DriftCusum(Calibrated):
             c, mean = subset(at, shut), bsum[shut] / bn[shut]
             if self.reader is not None:
                 self.reader.read_means(c, 0.5 * (start[shut] + ts[shut]), mean, st["prev"][c], st["n"][c])
-            st["p"][c] = self._cusum(c, ts[shut], mean)
+            span = ts[shut] - start[shut] + interval[shut]  # event time since the last batch closed
+            st["p"][c] = self._cusum(c, ts[shut], span, mean)
             st["bsum"][c], st["bn"][c], st["bstart"][c], st["bseen"][c] = 0.0, 0.0, np.nan, ts[shut]
         return st.read("p", ids)
 
-    def _cusum(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
-        """Fold closed batch means into the CUSUM; each one's calibrated p."""
+    def _cusum(self, ids: Ids, ts: Floats, dt: Floats, x: Floats) -> Floats:
+        """Fold closed batch means, each `dt` after the last, into the CUSUM; each one's calibrated p."""
         st, at = self.state, rows(ids)
-        ref, absdiff, prev, n, last = (st[k][at] for k in ("ref", "absdiff", "prev", "n", "last_ts"))
-        ok = np.isfinite(x) & (ts > last)
+        ref, absdiff, prev, n, refs = (st[k][at] for k in ("ref", "absdiff", "prev", "n", "refs"))
+        ok = np.isfinite(x)
         first = ok & (n == 0)
-        dt = pick(np.isfinite(last), ts - last, 0.0)
         sigma = floored_sigma(DIFF_TO_SIGMA * absdiff, ref, self.rel_floor, self.abs_floor)
         with np.errstate(invalid="ignore"):
             z_raw = (x - ref) / sigma
@@ -150,38 +157,50 @@ class DriftCusum(Calibrated):
         lo = np.maximum(0.0, st["lo"][at] - z - self.slack)
         warmed = ok & (n >= self.warmup)
         jump = warmed & (np.abs(z_raw) > self.jump_sigmas)
-        judged = warmed & ~jump
+        anchoring = warmed & (refs < self.warmup)  # a new level learned after a jump: not judged yet
+        judged = warmed & ~jump & ~anchoring
         height = pick(judged, np.maximum(hi, lo), np.nan)
         p = self.calibrator.score(at, height)
 
-        count_alpha = 1.0 / (n + 1.0)
-        a_ref = np.maximum(half_life_weight(dt, self.ref_half_life_s), count_alpha)
-        a_noise = np.maximum(half_life_weight(dt, self.noise_half_life_s), count_alpha)
+        # a young reference is the mean of the means since it was set (a restarted one's too), then slow
+        a_ref = np.maximum(half_life_weight(dt, self.ref_half_life_s), 1.0 / (refs + 1.0))
+        a_noise = np.maximum(half_life_weight(dt, self.noise_half_life_s), 1.0 / (n + 1.0))
         with np.errstate(invalid="ignore"):  # ±Inf samples are not learned, below
             step = np.abs(x - prev)
+            held = step <= self.agree_sigmas * np.sqrt(2.0) * sigma  # this mean agrees with the last
         warm = n < self.warmup  # noise is learned unclipped until then, so a first dip cannot pin it near 0
         step = pick(warm, step, np.minimum(step, 4.0 * sigma))
         new_absdiff = pick(np.isfinite(step), absdiff + a_noise * (step - absdiff), absdiff)
         upd = ok & ~first & ~jump
-        st.put(at, first | upd, ref=pick(first, x, ref + a_ref * z * sigma))
+        move = pick(anchoring, z_raw, z) * sigma  # an anchoring reference is the plain mean of its means
+        st.put(at, first | upd, ref=pick(first, x, ref + a_ref * move), refs=refs + 1.0)
         st.put(at, judged, hi=hi, lo=lo)
         st.put(at, upd, absdiff=new_absdiff)
         off = jump | (judged & (height > self.calibrator.threshold))
-        self._restart_long_runs(at, ts, x, warmed, off)
-        st.put(at, ok, prev=x, n=n + 1.0, last_ts=ts)
+        self._restart_long_runs(at, ts, x, warmed, off, held, prev, jump)
+        st.put(at, ok, prev=x, n=n + 1.0)
         return p
 
-    def _restart_long_runs(self, at: Index, ts: Floats, x: Floats, seen: Mask, off: Mask) -> None:
-        """Re-baseline series that have been off their reference (high CUSUM or jumped) for `max_run_s`."""
+    def _restart_long_runs(
+        self, at: Index, ts: Floats, x: Floats, seen: Mask, off: Mask, held: Mask, prev: Floats, jump: Mask
+    ) -> None:
+        """Re-baseline series off their reference (high CUSUM or jumped) for `max_run_s`, at the level
+        held by their last two means (after `2 * max_run_s`, wherever they are). A series that jumped
+        to a new level learns it afresh, unjudged, as the mean of its next `warmup` means; a creep's
+        reference stays slow, so the creep goes on building evidence."""
         st = self.state
         since = st["since"][at]
         busy = np.flatnonzero(off | ~np.isnan(since))  # only series in or leaving a run: a few, usually
         if len(busy) == 0:
             return
         ids, ts, x, seen, off, since = subset(at, busy), ts[busy], x[busy], seen[busy], off[busy], since[busy]
+        held, prev, jump = held[busy], prev[busy], jump[busy]
         since = np.where(off, np.where(np.isnan(since), ts, since), np.where(seen, np.nan, since))
-        restart = off & (ts - since >= self.max_run_s)
+        run = ts - since
+        restart = off & (run >= self.max_run_s) & (held | (run >= 2.0 * self.max_run_s))
         st["since"][ids] = np.where(restart, np.nan, since)
         if restart.any():
             gone = ids[restart]
-            st["ref"][gone], st["hi"][gone], st["lo"][gone] = x[restart], 0.0, 0.0
+            level = np.where(held, 0.5 * (x + prev), x)[restart]
+            refs = np.where(jump[restart], np.where(held, 2.0, 1.0)[restart], st["refs"][gone])
+            st["ref"][gone], st["refs"][gone], st["hi"][gone], st["lo"][gone] = level, refs, 0.0, 0.0

@@ -58,6 +58,13 @@ class RobustDeviation(Calibrated):
             calibrator=TailCalibrator(young_xi=young_xi),
         )
 
+    def deviation(self, ids: Ids, x: Floats) -> Floats:
+        """Robust |z| of each value against its series' baseline (NaN in the warm-up): no state moves."""
+        center, mad, n = (self.state.read(k, ids) for k in ("center", "mad", "n"))
+        sigma = floored_sigma(MAD_TO_SIGMA * mad, center, self.rel_floor, self.abs_floor)
+        with np.errstate(invalid="ignore"):
+            return pick(n >= self.warmup, np.abs(x - center) / sigma, np.nan)
+
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)
         center, mad, n, last = st["center"][at], st["mad"][at], st["n"][at], st["last_ts"][at]

@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 33  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 34  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -68,6 +68,8 @@ VERSION = 33  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v32: fusion times cluster-wide storage rises against the job's phase changes (`job_io_*`: the rise under
 # way and the job's last bursts)
 # v33: the peer detector keeps each series' peers' usual spread (`spread`); fail-slow its fleet's busy clock
+# v34: the drift detector counts the means its reference has averaged since it was set (`refs`), not the
+# last batch's time
 
 
 class SnapshotError(ValueError):

@@ -173,6 +173,21 @@ def test_a_job_restart_across_the_cluster_pages_no_gpu_or_node() -> None:
     assert alerts == []  # cooling down everywhere at once is the job stopping, not a cooling fault
 
 
+def test_a_series_back_from_a_long_outage_where_it_was_keeps_its_past() -> None:
+    """Five-minute points through a six-hour outage (the generic corpus' `gaps` files), back at the level
+    they left: a spike of 10 noise sigmas 100 points later is found. Forgotten at the outage, the series
+    was young again, its calibrator's tail heavy, and missed it."""
+    bank, ids = DetectorBank(), np.zeros(1, dtype=np.int64)
+    bank.set_kinds(ids, np.full(1, Kind.GAUGE, dtype=np.uint8))
+    rng = np.random.default_rng(5)
+    x = 100.0 + rng.normal(0.0, 1.0, 900)
+    x[800] += 10.0
+    seen = [t for t in range(900) if not 500 <= t < 572]
+    p = {t: float(bank.update(ids, np.array([t * 300.0]), x[t : t + 1]).p[0]) for t in seen}
+    assert p[800] < 1e-6
+    assert min(p[t] for t in seen if t > 100 and t != 800) > 1e-6
+
+
 @pytest.mark.parametrize(("silent_ticks", "afresh"), [(144, True), (12, False)])
 def test_a_series_back_from_a_long_silence_is_judged_afresh_a_short_gap_keeps_its_past(
     silent_ticks: int, afresh: bool

@@ -55,6 +55,24 @@ def test_drift_stays_quiet_on_checkpoints_and_a_job_restart() -> None:
     assert scores(DriftCusum(), x)[100:].min() > 1e-6
 
 
+def test_drift_restarts_at_the_level_a_job_holds_not_on_its_passing_checkpoint() -> None:
+    """A node's CPU temperature, whole degrees: 42.5 C idle for two hours, 47.5 C from its own job's start,
+    42.5 C again after the job. The job's checkpoints run it 1.5 C hotter for five minutes; each column
+    puts one near where the drift CUSUM restarts, an hour after the jump. Restarted on the checkpoint, the
+    ordinary readings summed below the reference for an hour: p 1e-12 (wide-s1329 and s1353 paged the
+    node with the job's own traffic). A checkpoint split over the two means it restarts at still leans
+    the new reference a little: 2e-5 on one column of 20."""
+    rng = np.random.default_rng(7)
+    steps, start, stop = 2400, 480, 1680
+    offsets = np.arange(220, 300, 4)  # scrapes after the start: 55 to 75 minutes
+    x = 42.5 + rng.normal(0.0, 0.5, (steps, len(offsets)))
+    x[start:stop] += 5.0
+    for col, off in enumerate(offsets):
+        x[start + off : start + off + 20, col] += 1.5
+    p = scores(DriftCusum(), np.round(x))
+    assert p[start:].min() > 1e-6
+
+
 def test_peer_deviation_finds_a_fail_slow_gpu_while_the_job_changes_phase() -> None:
     x = gpu_temps(600)
     x[400:] += np.linspace(0, 15, 200)[:, None]  # a new phase heats every GPU
