@@ -8,7 +8,8 @@ running more detectors never makes healthy data look more surprising.
 Silence has no samples: `sweep(now)`, called at each fusion tick, returns staleness evidence for the
 series that stopped reporting. A series back from a long silence (`RETURN_GAP_S`: a reboot, a repair
 drain, a GPU fallen off the bus and reset) at a level its past does not know (`RETURN_JUMP_SIGMAS` off
-its level detector's baseline; a counter whatever its rate) starts its own history afresh: the GPU that
+its level detector's baseline, or off its daily profile where that explains it; a counter whatever its
+rate) starts its own history afresh: the GPU that
 comes back runs another regime (drained, idle, repaired), and judged against its busy past it paged on
 its first hour back (wide-s1280: a GPU back 36 min after its Xid 79, on a node drained for repair). One
 back where it was keeps its past: a five-minute series through an outage of hours (the generic corpus'
@@ -209,8 +210,11 @@ class DetectorBank:
             return
         at = np.flatnonzero(back)
         gauge = kinds[at] == Kind.GAUGE
+        back_ids, back_ts, back_x = ids[at], ts[at], values[at]
+        cyclic = self.seasonal.deviation(back_ids, back_ts, back_x)  # back at another hour of its day
+        off = np.where(np.isnan(cyclic), self.level.deviation(back_ids, back_x), cyclic)
         with np.errstate(invalid="ignore"):  # a gauge still in its warm-up (NaN) has no past to keep
-            moved = ~(self.level.deviation(ids[at], values[at]) <= RETURN_JUMP_SIGMAS)
+            moved = ~(off <= RETURN_JUMP_SIGMAS)
         gone = ids[at[~gauge | moved]]
         if len(gone):
             for det in self.own_history:

@@ -164,6 +164,18 @@ class SeasonalDeviation(Calibrated):
             out[known] = self._season(k, k, ts[known])[0] - self.state["mean"][k]
         return out
 
+    def deviation(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
+        """Robust |z| of each value against its series' level and season, where its profile explains
+        it (NaN elsewhere): no state moves."""
+        out = np.full(len(ids), np.nan)
+        idx = np.flatnonzero(self.explains(ids))
+        if len(idx):
+            k = ids[idx]
+            resid, _, sigma, *_ = self._expect(k, k, ts[idx], x[idx])
+            with np.errstate(invalid="ignore"):
+                out[idx] = np.abs(resid) / sigma
+        return out
+
     def _cells(self, at: Index, ids: Ids, cell: NDArray[np.intp]) -> Floats:
         """Each series' value of one cell: a strided column read when a scrape's series are a contiguous
         range at one time of day (the usual case), else a gather."""
