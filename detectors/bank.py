@@ -9,13 +9,12 @@ Silence has no samples: `sweep(now)`, called at each fusion tick, returns stalen
 series that stopped reporting. A series back from a long silence (`RETURN_GAP_S`: a reboot, a repair
 drain, a GPU fallen off the bus and reset) at a level its past does not know (`RETURN_JUMP_SIGMAS` off
 its level detector's baseline, or off its daily profile where that explains it; a counter whatever its
-rate) starts its own history afresh: the GPU that
-comes back runs another regime (drained, idle, repaired), and judged against its busy past it paged on
-its first hour back (wide-s1280: a GPU back 36 min after its Xid 79, on a node drained for repair). One
-back where it was keeps its past: a five-minute series through an outage of hours (the generic corpus'
-`gaps` files) was young again after every outage, its daily profile gone, and found none of its spikes
-(standard score 93 -> -1 on seed 1). What is judged against others stays: its peers, fail-slow, error
-counters and their fleet prior.
+rate) starts its own history afresh: the GPU that comes back runs another regime (drained, idle,
+repaired), and judged against its busy past it paged on its first hour back (wide-s1280: a GPU back
+36 min after its Xid 79, on a node drained for repair). One back where it was keeps its past: a
+five-minute series through an outage of hours (the generic corpus' `gaps` files) was young again after
+every outage, its daily profile gone, and found none of its spikes (standard score 93 -> -1 on seed 1).
+What is judged against others stays: its peers, fail-slow, error counters and their fleet prior.
 """
 
 from __future__ import annotations
@@ -98,7 +97,8 @@ class DetectorBank:
         ]
         if self.multivariate is not None:
             gauge.append(self.multivariate)
-        self.level, rate = level, CounterRate()
+        self.level = level  # where a series back from a silence left its level (`_afresh`)
+        rate = CounterRate()
         self.detectors: dict[Kind, list[Detector]] = {
             Kind.GAUGE: gauge,
             Kind.COUNTER: [rate],
