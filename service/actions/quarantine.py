@@ -444,6 +444,9 @@ class QuarantineAction:
         try:
             await asyncio.gather(*jobs)
         finally:
+            # not waiting keeps the event loop free, and loses no call under way: the interpreter
+            # joins executor threads at exit, so a cordon already sent completes; queued ones, not yet
+            # started, are dropped with the process
             self.pool.shutdown(wait=False, cancel_futures=True)
 
     def status(self) -> dict[str, Any]:
