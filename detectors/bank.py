@@ -82,7 +82,7 @@ class DetectorBank:
         self.error_counter = ErrorCounterSurprise(warmup_s=error_counter_warmup_s)
         self.multivariate = RiverNodeAnomaly() if multivariate else None
         self.seasonal = SeasonalDeviation()
-        level, self.drift = RobustDeviation(), DriftCusum()
+        level, self.drift = RobustDeviation(runs=True), DriftCusum()
         trend = TrendShift(seasonal=self.seasonal, drift=self.drift)  # reads the drift's 5-minute means
         self.acyclic: tuple[Detector, ...] = (level, self.drift)  # their baselines lag a daily cycle
         # (the trend detector's means have the seasonal profile taken out: it judges cyclic series too)

@@ -87,7 +87,7 @@ class TailCalibrator(ArrayState):
             capacity,
         )
 
-    def _rate(self, ids: Ids) -> Floats:
+    def rate(self, ids: Ids) -> Floats:
         """Decayed exceedance rate of each series now."""
         st = self.state
         count = st["count"][ids]
@@ -133,7 +133,7 @@ class TailCalibrator(ArrayState):
         high = np.flatnonzero(above)
         if len(high):  # below u, p lies in [prior_rate, 1] already: only the tail needs the floor
             hi_ids = subset(ids, high)
-            p[high] = np.clip(self._rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u), P_FLOOR, 1.0)
+            p[high] = np.clip(self.rate(hi_ids) * self._gpd_tail(hi_ids, scores[high] - u), P_FLOOR, 1.0)
         return pick(finite, p, 1.0)
 
     def _learn(

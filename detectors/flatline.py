@@ -43,12 +43,12 @@ class Flatline(ByRounds, ArrayDetector):
         self.min_repeats = min_repeats
         self.warmup = warmup
         self.keep = 1.0 - 1.0 / window
+        self.prior_samples = prior_samples
         self.state = SeriesState(
             {
                 "prev": np.nan,
                 "run": 0.0,
-                "hits": prior_repeats,
-                "seen": prior_samples,
+                "hits": prior_repeats,  # repeats seen, decayed (steps seen: `_seen`, from `n`)
                 "n": 0.0,
                 "last_ts": -np.inf,
             }
@@ -56,7 +56,7 @@ class Flatline(ByRounds, ArrayDetector):
 
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         st, at = self.state, rows(ids)
-        prev, run, hits, seen, n = (st[k][at] for k in ("prev", "run", "hits", "seen", "n"))
+        prev, run, hits, n = (st[k][at] for k in ("prev", "run", "hits", "n"))
         last = st["last_ts"][at]
         ok = np.isfinite(x) & (ts > last)
         same = ok & (x == prev) & (x != 0.0)  # zero is a resting value (idle GPU, no traffic), not stuck
@@ -67,14 +67,21 @@ class Flatline(ByRounds, ArrayDetector):
             judged = np.flatnonzero(ok & (n - run >= self.warmup) & long_run)
         p = np.ones(len(ids), dtype=np.float64)
         if len(judged):  # a run long enough to judge is rare: the power is paid only there (moved before)
-            q = hits[judged] / seen[judged]
+            q = hits[judged] / self._seen(n[judged])
             p[judged] = np.maximum(q ** run[judged], P_FLOOR)
 
         seen_step = ok & np.isfinite(prev)
         st["hits"][at] = pick(seen_step, self.keep * hits + same, hits)
-        st["seen"][at] = pick(seen_step, self.keep * seen + 1.0, seen)
         st["run"][at] = run
         st["prev"][at] = pick(ok, x, prev)
         st["n"][at] = pick(ok, n + 1.0, n)
         st["last_ts"][at] = pick(ok, ts, last)
         return p
+
+    def _seen(self, n: Floats) -> Floats:
+        """Steps seen (a sample after a sample), decayed as `hits` is, from the `n` samples before this
+        one: every sample but the first is a step, so the decayed count has a closed form and costs
+        no state."""
+        steps = np.maximum(n - 1.0, 0.0)
+        decay = self.keep**steps
+        return np.asarray(self.prior_samples * decay + (1.0 - decay) / (1.0 - self.keep))

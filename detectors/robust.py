@@ -13,6 +13,17 @@ deviation. The calibrator learned the heavy tail of z-scores that noisy, and 10-
 at p 1e-5 (the generic corpus' `gaps` and `spike` files). A 15-s scrape's half-life is 120 samples:
 the floor does not bind there.
 
+With `runs` (the bank's level detector), a run of exceedances is evidence too. In heavy-tailed noise a
+shift of ten sigmas is, point by point, one of the outliers the calibrator has learned (p 1e-3), and
+the baseline has followed it within an hour; what no heavy tail gives is such points in a row. The
+calibrator's open episode is the run (k exceedances of its threshold in a row), and k in a row are as
+rare as `rate * stick ** (k - 1)`: its exceedance rate, and `stick`, how often one of the series'
+exceedances has followed another (a decayed share, learned at a running mean's pace while young). A
+series whose exceedances come in runs by nature (a temperature wandering for minutes, stick 0.6) would
+make that geometric model overconfident, so runs count only where stick is under `run_max_stick`:
+where exceedances usually stand alone. The smaller of the two p is the sample's (at most twice too
+small: two looks).
+
 In its warm-up, a series that has not moved yet (a MAD of 0) learns its first move unclipped:
 there is no spread yet to clip against. A counter whose first rate read 0 (the exporter's cached first
 scrape, a stall by the rules of `counter_rate`) had its baseline at 0 and its MAD at 0, and clipped at
@@ -35,9 +46,20 @@ True
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
-from prexid.detectors.base import MAD_TO_SIGMA, Floats, Ids, ewma_weight, floored_sigma, pick, rows
-from prexid.detectors.calibration import Calibrated, TailCalibrator
+from prexid.detectors.base import (
+    MAD_TO_SIGMA,
+    Floats,
+    Ids,
+    Index,
+    ewma_weight,
+    floored_sigma,
+    pick,
+    rows,
+    subset,
+)
+from prexid.detectors.calibration import P_FLOOR, Calibrated, TailCalibrator
 
 
 class RobustDeviation(Calibrated):
@@ -55,17 +77,27 @@ class RobustDeviation(Calibrated):
         abs_floor: float = 1e-6,
         young_xi: float = 0.45,
         spread_samples: float = 100.0,
+        runs: bool = False,
+        run_prior: float = 0.05,
+        run_prior_weight: float = 5.0,
+        run_window: float = 50.0,
+        run_max_stick: float = 0.25,
     ) -> None:
+        self.runs = runs
+        self.run_prior_weight = run_prior_weight
+        self.run_max_stick = run_max_stick
+        self.run_prior = run_prior
+        self.run_rate = 1.0 / run_window
         self.spread_samples = spread_samples
         self.half_life_s = half_life_s
         self.warmup = warmup
         self.clip_sigmas = clip_sigmas
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
-        super().__init__(
-            {"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf},
-            calibrator=TailCalibrator(young_xi=young_xi),
-        )
+        fields = {"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf}
+        if runs:  # how often an exceedance is followed by another: learned, a decayed share
+            fields["stick"] = run_prior
+        super().__init__(fields, calibrator=TailCalibrator(young_xi=young_xi))
 
     def deviation(self, ids: Ids, x: Floats) -> Floats:
         """Robust |z| of each value against its series' baseline (NaN in the warm-up): no state moves."""
@@ -87,7 +119,7 @@ class RobustDeviation(Calibrated):
         judged = ok if least >= self.warmup else ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
             z = pick(judged, size / sigma, np.nan)
-        p = self.calibrator.score(at, z)
+        p = self._with_run(at, z, judged) if self.runs else self.calibrator.score(at, z)
 
         dt = pick(np.isfinite(last), ts - last, 0.0)
         alpha = ewma_weight(dt, self.half_life_s, n, plus=1.0, least=least)
@@ -105,4 +137,23 @@ class RobustDeviation(Calibrated):
             new_center, new_mad = pick(first, x, new_center), pick(first, 0.0, new_mad)
 
         st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
+        return p
+
+    def _with_run(self, at: Index, z: Floats, judged: NDArray[np.bool_]) -> Floats:
+        """Each z's calibrated p, or its run's where that is smaller (see the module doc)."""
+        cal, st = self.calibrator, self.state
+        ran = cal.state["ek"][at] > 0.0  # the sample before this one exceeded
+        p = cal.score(at, z)
+        k = cal.state["ek"][at]  # exceedances in a row, this one included: the calibrator's episode
+        stick = st["stick"][at]  # judged by what the run's steps before this one taught
+        long = np.flatnonzero((k >= 2.0) & (stick < self.run_max_stick))
+        if len(long):  # rare: a run under way on a series whose exceedances usually stand alone
+            run_p = cal.rate(subset(at, long)) * stick[long] ** (k[long] - 1.0)
+            p[long] = np.minimum(p[long], np.maximum(run_p, P_FLOOR))
+        step = np.flatnonzero(ran & judged)  # what follows an exceedance teaches how often another does
+        if len(step):
+            rows_ = subset(at, step)
+            seen = cal.state["count"][rows_] * cal.rate(rows_)  # about how many steps it has taught
+            rate = np.maximum(self.run_rate, 1.0 / (seen + self.run_prior_weight))
+            st["stick"][rows_] = stick[step] + rate * ((k[step] > 0.0) - stick[step])
         return p

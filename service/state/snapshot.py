@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 34  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 35  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -70,6 +70,8 @@ VERSION = 34  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v33: the peer detector keeps each series' peers' usual spread (`spread`); fail-slow its fleet's busy clock
 # v34: the drift detector counts the means its reference has averaged since it was set (`refs`), not the
 # last batch's time
+# v35: the level detector keeps how often an exceedance follows another (`stick`: runs of them); flatline
+# derives its decayed step count from its sample count (`seen` dropped)
 
 
 class SnapshotError(ValueError):
