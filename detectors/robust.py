@@ -142,18 +142,21 @@ class RobustDeviation(Calibrated):
     def _with_run(self, at: Index, z: Floats, judged: NDArray[np.bool_]) -> Floats:
         """Each z's calibrated p, or its run's where that is smaller (see the module doc)."""
         cal, st = self.calibrator, self.state
-        ran = cal.state["ek"][at] > 0.0  # the sample before this one exceeded
+        ran = np.flatnonzero(cal.state["ek"][at] > 0.0)  # series whose sample before this one exceeded
         p = cal.score(at, z)
-        k = cal.state["ek"][at]  # exceedances in a row, this one included: the calibrator's episode
-        stick = st["stick"][at]  # judged by what the run's steps before this one taught
-        long = np.flatnonzero((k >= 2.0) & (stick < self.run_max_stick))
-        if len(long):  # rare: a run under way on a series whose exceedances usually stand alone
-            run_p = cal.rate(subset(at, long)) * stick[long] ** (k[long] - 1.0)
-            p[long] = np.minimum(p[long], np.maximum(run_p, P_FLOOR))
-        step = np.flatnonzero(ran & judged)  # what follows an exceedance teaches how often another does
-        if len(step):
-            rows_ = subset(at, step)
-            seen = cal.state["count"][rows_] * cal.rate(rows_)  # about how many steps it has taught
+        if not len(ran):  # the usual scrape: a few percent of series are in a run; their work alone
+            return p
+        rows_ = subset(at, ran)
+        k = cal.state["ek"][rows_]  # exceedances in a row, this one included: the calibrator's episode
+        stick = st["stick"][rows_]  # judged by what the run's steps before this one taught
+        long = (k >= 2.0) & (stick < self.run_max_stick)  # where exceedances usually stand alone
+        if long.any():
+            run_p = cal.rate(rows_[long]) * stick[long] ** (k[long] - 1.0)
+            p[ran[long]] = np.minimum(p[ran[long]], np.maximum(run_p, P_FLOOR))
+        step = judged[ran]  # what follows an exceedance teaches how often another does
+        if step.any():
+            taught = rows_[step]
+            seen = cal.state["count"][taught] * cal.rate(taught)  # about how many steps it has taught
             rate = np.maximum(self.run_rate, 1.0 / (seen + self.run_prior_weight))
-            st["stick"][rows_] = stick[step] + rate * ((k[step] > 0.0) - stick[step])
+            st["stick"][taught] = stick[step] + rate * ((k[step] > 0.0) - stick[step])
         return p
