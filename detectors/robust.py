@@ -86,7 +86,6 @@ class RobustDeviation(Calibrated):
         self.runs = runs
         self.run_prior_weight = run_prior_weight
         self.run_max_stick = run_max_stick
-        self.run_prior = run_prior
         self.run_rate = 1.0 / run_window
         self.spread_samples = spread_samples
         self.half_life_s = half_life_s
