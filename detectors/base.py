@@ -351,6 +351,12 @@ def pick(mask: NDArray[np.bool_], a: Floats | float, b: Floats | float) -> Float
     return np.where(mask, a, b)
 
 
+def decayed_count(prior: float, decay: Floats, keep: float) -> Floats:
+    """A count that gains 1 a step and is multiplied by `keep` before each, from `prior`, after the
+    steps whose total decay (`keep ** steps`) is `decay`: its closed form, so it costs no state."""
+    return np.asarray(prior * decay + (1.0 - decay) / (1.0 - keep))
+
+
 def half_life_weight(dt: Floats, half_life: float) -> Floats:
     """`1 - 2**(-dt / half_life)`, the weight of a new sample after `dt` seconds; one exp2 for the
     whole batch when every series has the same `dt` (a scrape), the usual case."""

@@ -42,6 +42,7 @@ from prexid.detectors.base import (
     Ids,
     Index,
     SeriesState,
+    decayed_count,
     pick,
     subset,
 )
@@ -92,7 +93,7 @@ class TailCalibrator(ArrayState):
         st = self.state
         count = st["count"][ids]
         decay_n = np.exp2(count * self.log2_keep)
-        n = self.prior_n * decay_n + (1.0 - decay_n) / (1.0 - self.keep)
+        n = decayed_count(self.prior_n, decay_n, self.keep)
         k = st["k"][ids] * np.exp2((count - st["at"][ids]) * self.log2_keep)
         return np.clip(k / n, 1e-9, 1.0)
 

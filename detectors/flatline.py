@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, pick, rows
+from prexid.detectors.base import ArrayDetector, ByRounds, Floats, Ids, SeriesState, decayed_count, pick, rows
 
 P_FLOOR = 1e-12
 
@@ -82,6 +82,4 @@ class Flatline(ByRounds, ArrayDetector):
         """Steps seen (a sample after a sample), decayed as `hits` is, from the `n` samples before this
         one: every sample but the first is a step, so the decayed count has a closed form and costs
         no state."""
-        steps = np.maximum(n - 1.0, 0.0)
-        decay = self.keep**steps
-        return np.asarray(self.prior_samples * decay + (1.0 - decay) / (1.0 - self.keep))
+        return decayed_count(self.prior_samples, self.keep ** np.maximum(n - 1.0, 0.0), self.keep)

@@ -146,16 +146,17 @@ class RobustDeviation(Calibrated):
         if not len(ran):  # the usual scrape: a few percent of series are in a run; their work alone
             return p
         rows_ = subset(at, ran)
+        rate = cal.rate(rows_)  # its exceedance rate, read once for judging and for learning
         k = cal.state["ek"][rows_]  # exceedances in a row, this one included: the calibrator's episode
         stick = st["stick"][rows_]  # judged by what the run's steps before this one taught
         long = (k >= 2.0) & (stick < self.run_max_stick)  # where exceedances usually stand alone
         if long.any():
-            run_p = cal.rate(rows_[long]) * stick[long] ** (k[long] - 1.0)
+            run_p = rate[long] * stick[long] ** (k[long] - 1.0)
             p[ran[long]] = np.minimum(p[ran[long]], np.maximum(run_p, P_FLOOR))
         step = judged[ran]  # what follows an exceedance teaches how often another does
         if step.any():
             taught = rows_[step]
-            seen = cal.state["count"][taught] * cal.rate(taught)  # about how many steps it has taught
-            rate = np.maximum(self.run_rate, 1.0 / (seen + self.run_prior_weight))
-            st["stick"][taught] = stick[step] + rate * ((k[step] > 0.0) - stick[step])
+            seen = cal.state["count"][taught] * rate[step]  # about how many steps it has taught
+            weight = np.maximum(self.run_rate, 1.0 / (seen + self.run_prior_weight))
+            st["stick"][taught] = stick[step] + weight * ((k[step] > 0.0) - stick[step])
         return p
