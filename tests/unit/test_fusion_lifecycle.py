@@ -244,6 +244,22 @@ def test_an_alert_on_bursts_minutes_apart_stays_one_alert_until_it_has_been_quie
     assert last_below + 600.0 <= held[1][0] <= last_below + 600.0 + 15.0
 
 
+def test_a_held_alert_restored_without_the_start_of_its_quiet_run_still_resolves() -> None:
+    """State from before alerts were held has a firing entity's quiet run but not when it began: the
+    hold counts from the first tick after the restore, it is not held forever."""
+    lc = Lifecycle(LifecycleConfig(fire=9, resolve=4, persist_ticks=1, clear_ticks=4, keep_firing_for_s=600))
+    lc.restore_arrays(
+        {
+            "phase": np.array([2]),
+            "run": np.array([3]),
+            "since": np.array([0.0]),
+            "quiet_from": np.array([np.nan]),
+        }
+    )
+    resolved = [t for t in range(100, 2000, 15) for tr in lc.step(np.array([0.0]), float(t)) if not tr.firing]
+    assert resolved == [700]
+
+
 def test_lifecycle_one_noisy_tick_never_fires() -> None:
     lc = Lifecycle()
     fired = [
