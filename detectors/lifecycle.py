@@ -5,8 +5,13 @@ pages), unless the evidence carrying it is persistence already (`confirmed`: a h
 surprising on four bursts, each within minutes of the last, pages alone; so does fail-slow strongly
 surprising on four scrapes behind, stalls minutes apart): that is not waited for a second time, as its
 bursts or stalls minutes apart hold the score above `fire` for a tick or two each.
-Resolving needs it below `resolve` (< fire) for `clear_ticks` ticks (no flapping). All state is arrays
-over entities; Python only touches the few entities that change state in a tick.
+Resolving needs it below `resolve` (< fire) for `clear_ticks` ticks, and for `keep_firing_for_s` of
+event time (Prometheus' `keep_firing_for`): a weakening HBM row books its errors in bursts minutes apart,
+its held evidence decays below `resolve` between them, and the alert resolved and fired again up to four
+times an hour on the same GPU (58 of 723 resolutions on tuning and report cells came back within half an
+hour, most within five minutes), each a new page, and the Xid's lead time was read from the last of
+them. Any tick at or above `resolve` while it is held keeps the alert firing. All state is arrays over
+entities; Python only touches the few entities that change state in a tick.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class LifecycleConfig:
     resolve: float = 4.0
     persist_ticks: int = 3
     clear_ticks: int = 4
+    keep_firing_for_s: float = 600.0  # the hard-error streak's gap (`FusionConfig.sustain_gap_s`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,7 @@ class Lifecycle:
         self.phase = np.zeros(0, dtype=np.int8)
         self.run = np.zeros(0, dtype=np.int32)  # consecutive ticks above fire (pending) / below resolve
         self.since = np.full(0, np.nan)  # when the current pending/firing episode began
+        self.quiet_from = np.full(0, np.nan)  # a firing entity's first tick of its run below resolve
 
     def ensure(self, n: int) -> None:
         have = len(self.phase)
@@ -60,6 +67,7 @@ class Lifecycle:
         self.phase = np.r_[self.phase, np.zeros(grow, dtype=np.int8)]
         self.run = np.r_[self.run, np.zeros(grow, dtype=np.int32)]
         self.since = np.r_[self.since, np.full(grow, np.nan)]
+        self.quiet_from = np.r_[self.quiet_from, np.full(grow, np.nan)]
 
     def step(
         self,
@@ -74,7 +82,7 @@ class Lifecycle:
         cfg = self.config
         n = len(fused)
         self.ensure(n)
-        phase, run, since = self.phase[:n], self.run[:n], self.since[:n]
+        phase, run, since, quiet_from = self.phase[:n], self.run[:n], self.since[:n], self.quiet_from[:n]
         above, below = fused >= (cfg.fire if fire is None else fire), fused < cfg.resolve
 
         start = (phase == Phase.INACTIVE) & above
@@ -89,24 +97,28 @@ class Lifecycle:
         phase[fires], run[fires] = Phase.FIRING, 0
 
         firing = (phase == Phase.FIRING) & ~fires
+        quiet_from[firing & ~below] = np.nan
+        quiet_from[firing & below & np.isnan(quiet_from)] = at  # also a run restored without its start
         run[firing & below] += 1
         run[firing & ~below] = 0
-        resolves = firing & (run >= cfg.clear_ticks)
+        resolves = firing & (run >= cfg.clear_ticks) & (at - quiet_from >= cfg.keep_firing_for_s)
 
         out = [Transition(int(e), True, float(since[e]), at, float(fused[e])) for e in np.flatnonzero(fires)]
         out += [
             Transition(int(e), False, float(since[e]), at, float(fused[e])) for e in np.flatnonzero(resolves)
         ]
         phase[resolves], run[resolves], since[resolves] = Phase.INACTIVE, 0, np.nan
+        quiet_from[resolves] = np.nan
         return out
 
     def firing(self) -> NDArray[np.intp]:
         return np.flatnonzero(self.phase == Phase.FIRING)
 
     def snapshot_arrays(self) -> dict[str, NDArray[np.generic]]:
-        return {"phase": self.phase, "run": self.run, "since": self.since}
+        return {"phase": self.phase, "run": self.run, "since": self.since, "quiet_from": self.quiet_from}
 
     def restore_arrays(self, arrays: dict[str, NDArray[np.generic]]) -> None:
         self.phase = np.asarray(arrays["phase"], dtype=np.int8)
         self.run = np.asarray(arrays["run"], dtype=np.int32)
         self.since = np.asarray(arrays["since"], dtype=np.float64)
+        self.quiet_from = np.asarray(arrays["quiet_from"], dtype=np.float64)

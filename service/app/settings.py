@@ -48,6 +48,12 @@ class DetectionSettings(BaseModel):
     resolve_threshold: float = Field(4.0, gt=0)
     persist_ticks: int = Field(3, ge=1, description="ticks above fire_threshold before firing")
     clear_ticks: int = Field(4, ge=1, description="ticks below resolve_threshold before resolving")
+    keep_firing_for_s: float = Field(
+        600.0,
+        ge=0,
+        description="event seconds an alert stays firing once its score is below resolve_threshold "
+        "(Prometheus' keep_firing_for): a part erring in bursts minutes apart is one page, not one a burst",
+    )
     false_alert_budget: float = Field(
         0.005,
         ge=0,
@@ -122,6 +128,7 @@ class DetectionSettings(BaseModel):
                 resolve=self.resolve_threshold,
                 persist_ticks=self.persist_ticks,
                 clear_ticks=self.clear_ticks,
+                keep_firing_for_s=self.keep_firing_for_s,
             ),
         )
 

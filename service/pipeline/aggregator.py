@@ -176,6 +176,14 @@ class Aggregator:
                 "phase": np.asarray(lifecycle["phase"], dtype=np.int8),
                 "run": np.asarray(lifecycle["run"], dtype=np.int32),
                 "since": np.asarray(lifecycle["since"], dtype=np.float64),
+                # a verdict from before alerts were held: a quiet run starts over at the next tick
+                "quiet_from": np.array(
+                    [
+                        np.nan if x is None else x
+                        for x in lifecycle.get("quiet_from", [None] * len(lifecycle["phase"]))
+                    ],
+                    dtype=np.float64,
+                ),
             },
         )
         self.book.restore_meta(doc)

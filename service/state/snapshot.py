@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 35  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 36  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -72,6 +72,8 @@ VERSION = 35  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # last batch's time
 # v35: the level detector keeps how often an exceedance follows another (`stick`: runs of them); flatline
 # derives its decayed step count from its sample count (`seen` dropped)
+# v36: the alert lifecycle keeps when each firing entity's score fell under resolve (`quiet_from`: an alert
+# is kept firing for `keep_firing_for_s` after)
 
 
 class SnapshotError(ValueError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import orjson
+import pytest
 from aiokafka.partitioner import murmur2
 from prometheus_client import CollectorRegistry
 
@@ -105,9 +106,11 @@ def test_judged_as_a_fleet_no_node_pages_and_one_cluster_alert() -> None:
     assert aggregator.late == 0
 
 
-def test_an_aggregator_taking_over_mid_stall_raises_the_same_one_alert() -> None:
+@pytest.mark.parametrize("published_by", ["this build", "a build before alerts were held"])
+def test_an_aggregator_taking_over_mid_stall_raises_the_same_one_alert(published_by: str) -> None:
     """The first aggregator dies mid-stall after firing; the next restores the state published with its
-    last verdict, re-reads the summaries from where that verdict says, and resolves the same alert."""
+    last verdict, re-reads the summaries from where that verdict says, and resolves the same alert. A
+    verdict published before alerts were held (no `quiet_from`: a rolling upgrade) restores too."""
     first = Aggregator(PipelineConfig(), lateness_s=120.0)
     records: list[tuple[PartitionSummary, int]] = []
     raised: list[Alert] = []
@@ -124,7 +127,10 @@ def test_an_aggregator_taking_over_mid_stall_raises_the_same_one_alert() -> None
     run_fleet(feed)
     doc, resume = state[0]
     second = Aggregator(PipelineConfig(), lateness_s=120.0)
-    second.restore(orjson.loads(doc))
+    published = orjson.loads(doc)
+    if published_by != "this build":
+        del published["lifecycle"]["quiet_from"]
+    second.restore(published)
     second.replaying_to = len(records)
     after: list[Alert] = []
     for record, offset in records[resume:]:

@@ -209,13 +209,55 @@ def test_held_evidence_decays_with_event_time_across_gaps() -> None:
 
 
 def test_lifecycle_fires_after_persistence_and_resolves_with_hysteresis() -> None:
-    lc = Lifecycle(LifecycleConfig(fire=8, resolve=4, persist_ticks=3, clear_ticks=2))
+    lc = Lifecycle(LifecycleConfig(fire=8, resolve=4, persist_ticks=3, clear_ticks=2, keep_firing_for_s=0))
     scores = [0, 9, 9, 9, 9, 6, 6, 3, 3, 3]
     events = []
     for t, s in enumerate(scores):
         events += [(t, tr.firing, tr.starts_at) for tr in lc.step(np.array([float(s), 0.0]), float(t))]
     # fires on the 3rd tick above, resolves on the 2nd tick below
     assert events == [(3, True, 1.0), (8, False, 1.0)]
+
+
+def test_an_alert_on_bursts_minutes_apart_stays_one_alert_until_it_has_been_quiet_for_its_hold() -> None:
+    """A weakening HBM row errs in bursts five minutes apart; between them its held evidence decays under
+    `resolve`. Without a hold the alert resolved a minute after each burst and fired again on the next
+    (one page a burst); with it the alert fires once and resolves ten minutes after the last burst."""
+
+    def transitions(hold: float) -> list[tuple[float, bool]]:
+        lc = Lifecycle(
+            LifecycleConfig(fire=9, resolve=4, persist_ticks=3, clear_ticks=4, keep_firing_for_s=hold)
+        )
+        out = []
+        for k in range(160):  # 40 minutes of 15-s ticks, a burst every 5 minutes for the first 25
+            t = 15.0 * k
+            burst_age = t % 300.0 if t < 1500.0 else t - 1200.0
+            fused = 12.0 * 2 ** (-burst_age / 60.0)  # held evidence, halved each minute
+            out += [(tr.at, tr.firing) for tr in lc.step(np.array([fused]), t, None, np.array([True]))]
+        return out
+
+    flapping = transitions(0.0)
+    assert sum(firing for _, firing in flapping) == 5  # main: one firing a burst
+    held = transitions(600.0)
+    assert [firing for _, firing in held] == [True, False]
+    assert held[0][0] == 0.0
+    last_below = 1200.0 + 60.0 * np.log2(12.0 / 4.0)  # the last burst's evidence fell under resolve
+    assert last_below + 600.0 <= held[1][0] <= last_below + 600.0 + 15.0
+
+
+def test_a_held_alert_restored_without_the_start_of_its_quiet_run_still_resolves() -> None:
+    """State from before alerts were held has a firing entity's quiet run but not when it began: the
+    hold counts from the first tick after the restore, it is not held forever."""
+    lc = Lifecycle(LifecycleConfig(fire=9, resolve=4, persist_ticks=1, clear_ticks=4, keep_firing_for_s=600))
+    lc.restore_arrays(
+        {
+            "phase": np.array([2]),
+            "run": np.array([3]),
+            "since": np.array([0.0]),
+            "quiet_from": np.array([np.nan]),
+        }
+    )
+    resolved = [t for t in range(100, 2000, 15) for tr in lc.step(np.array([0.0]), float(t)) if not tr.firing]
+    assert resolved == [700]
 
 
 def test_lifecycle_one_noisy_tick_never_fires() -> None:
