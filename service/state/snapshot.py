@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 35  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 36  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -72,6 +72,7 @@ VERSION = 35  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # last batch's time
 # v35: the level detector keeps how often an exceedance follows another (`stick`: runs of them); flatline
 # derives its decayed step count from its sample count (`seen` dropped)
+# v36: the level detector's `stick` is kept by its calibrator (`runs.RunCalibrator`), beside the run it judges
 
 
 class SnapshotError(ValueError):
