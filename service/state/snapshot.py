@@ -72,7 +72,9 @@ VERSION = 36  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # last batch's time
 # v35: the level detector keeps how often an exceedance follows another (`stick`: runs of them); flatline
 # derives its decayed step count from its sample count (`seen` dropped)
-# v36: the level detector's `stick` is kept by its calibrator (`runs.RunCalibrator`), beside the run it judges
+# v36: the level detector's `stick` is kept by its calibrator (`runs.RunCalibrator`), beside the run it
+# judges; the seasonal detector's calibrator keeps one too, and whether its profile explains a series is
+# derived (`explained` dropped)
 
 
 class SnapshotError(ValueError):
