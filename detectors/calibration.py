@@ -64,6 +64,7 @@ class TailCalibrator(ArrayState):
         learn_gate: float = 1e-4,
         young_xi: float = 0.0,
         capacity: int = 1024,  # rows to begin with (grown by doubling)
+        extra: dict[str, float] | None = None,  # fields a subclass keeps per series beside the tail
     ) -> None:
         self.threshold = threshold
         self.young_xi = young_xi
@@ -84,9 +85,19 @@ class TailCalibrator(ArrayState):
                 "em1": 0.0,
                 "em2": 0.0,
                 "emin": 1.0,
-            },
+            }
+            | (extra or {}),
             capacity,
         )
+
+    def samples(self, ids: Index) -> Floats:
+        """How many finite scores each series has had judged and learned."""
+        return self.state["count"][ids]
+
+    def run_length(self, ids: Index) -> Floats:
+        """How many scores above the threshold in a row, the last one included, each series' open episode
+        holds (0: none open): the run `runs.RunCalibrator` judges."""
+        return self.state["ek"][ids]
 
     def rate(self, ids: Ids) -> Floats:
         """Decayed exceedance rate of each series now."""

@@ -13,16 +13,10 @@ deviation. The calibrator learned the heavy tail of z-scores that noisy, and 10-
 at p 1e-5 (the generic corpus' `gaps` and `spike` files). A 15-s scrape's half-life is 120 samples:
 the floor does not bind there.
 
-With `runs` (the bank's level detector), a run of exceedances is evidence too. In heavy-tailed noise a
-shift of ten sigmas is, point by point, one of the outliers the calibrator has learned (p 1e-3), and
-the baseline has followed it within an hour; what no heavy tail gives is such points in a row. The
-calibrator's open episode is the run (k exceedances of its threshold in a row), and k in a row are as
-rare as `rate * stick ** (k - 1)`: its exceedance rate, and `stick`, how often one of the series'
-exceedances has followed another (a decayed share, learned at a running mean's pace while young). A
-series whose exceedances come in runs by nature (a temperature wandering for minutes, stick 0.6) would
-make that geometric model overconfident, so runs count only where stick is under `run_max_stick`:
-where exceedances usually stand alone. The smaller of the two p is the sample's (at most twice too
-small: two looks).
+With `runs` (the bank's level detector), a run of exceedances is evidence too (`runs.RunCalibrator`):
+in heavy-tailed noise a shift of ten sigmas is, point by point, one of the outliers the calibrator has
+learned, and the baseline has followed it within an hour; what no heavy tail gives is such points in
+a row.
 
 In its warm-up, a series that has not moved yet (a MAD of 0) learns its first move unclipped:
 there is no spread yet to clip against. A counter whose first rate read 0 (the exporter's cached first
@@ -46,20 +40,18 @@ True
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
 from prexid.detectors.base import (
     MAD_TO_SIGMA,
     Floats,
     Ids,
-    Index,
     ewma_weight,
     floored_sigma,
     pick,
     rows,
-    subset,
 )
-from prexid.detectors.calibration import P_FLOOR, Calibrated, TailCalibrator
+from prexid.detectors.calibration import Calibrated, TailCalibrator
+from prexid.detectors.runs import RunCalibrator
 
 
 class RobustDeviation(Calibrated):
@@ -78,15 +70,7 @@ class RobustDeviation(Calibrated):
         young_xi: float = 0.45,
         spread_samples: float = 100.0,
         runs: bool = False,
-        run_prior: float = 0.05,
-        run_prior_weight: float = 5.0,
-        run_window: float = 50.0,
-        run_max_stick: float = 0.25,
     ) -> None:
-        self.runs = runs
-        self.run_prior_weight = run_prior_weight
-        self.run_max_stick = run_max_stick
-        self.run_rate = 1.0 / run_window
         self.spread_samples = spread_samples
         self.half_life_s = half_life_s
         self.warmup = warmup
@@ -94,9 +78,8 @@ class RobustDeviation(Calibrated):
         self.rel_floor = rel_floor
         self.abs_floor = abs_floor
         fields = {"center": np.nan, "mad": 0.0, "n": 0.0, "last_ts": -np.inf}
-        if runs:  # how often an exceedance is followed by another: learned, a decayed share
-            fields["stick"] = run_prior
-        super().__init__(fields, calibrator=TailCalibrator(young_xi=young_xi))
+        calibrator = RunCalibrator(young_xi=young_xi) if runs else TailCalibrator(young_xi=young_xi)
+        super().__init__(fields, calibrator=calibrator)
 
     def deviation(self, ids: Ids, x: Floats) -> Floats:
         """Robust |z| of each value against its series' baseline (NaN in the warm-up): no state moves."""
@@ -118,7 +101,7 @@ class RobustDeviation(Calibrated):
         judged = ok if least >= self.warmup else ok & (n >= self.warmup)
         with np.errstate(invalid="ignore"):
             z = pick(judged, size / sigma, np.nan)
-        p = self._with_run(at, z, judged) if self.runs else self.calibrator.score(at, z)
+        p = self.calibrator.score(at, z)
 
         dt = pick(np.isfinite(last), ts - last, 0.0)
         alpha = ewma_weight(dt, self.half_life_s, n, plus=1.0, least=least)
@@ -136,27 +119,4 @@ class RobustDeviation(Calibrated):
             new_center, new_mad = pick(first, x, new_center), pick(first, 0.0, new_mad)
 
         st.put(at, ok, center=new_center, mad=new_mad, n=n + 1.0, last_ts=ts)
-        return p
-
-    def _with_run(self, at: Index, z: Floats, judged: NDArray[np.bool_]) -> Floats:
-        """Each z's calibrated p, or its run's where that is smaller (see the module doc)."""
-        cal, st = self.calibrator, self.state
-        ran = np.flatnonzero(cal.state["ek"][at] > 0.0)  # series whose sample before this one exceeded
-        p = cal.score(at, z)
-        if not len(ran):  # the usual scrape: a few percent of series are in a run; their work alone
-            return p
-        rows_ = subset(at, ran)
-        rate = cal.rate(rows_)  # its exceedance rate, read once for judging and for learning
-        k = cal.state["ek"][rows_]  # exceedances in a row, this one included: the calibrator's episode
-        stick = st["stick"][rows_]  # judged by what the run's steps before this one taught
-        long = (k >= 2.0) & (stick < self.run_max_stick)  # where exceedances usually stand alone
-        if long.any():
-            run_p = rate[long] * stick[long] ** (k[long] - 1.0)
-            p[ran[long]] = np.minimum(p[ran[long]], np.maximum(run_p, P_FLOOR))
-        step = judged[ran]  # what follows an exceedance teaches how often another does
-        if step.any():
-            taught = rows_[step]
-            seen = cal.state["count"][taught] * rate[step]  # about how many steps it has taught
-            weight = np.maximum(self.run_rate, 1.0 / (seen + self.run_prior_weight))
-            st["stick"][taught] = stick[step] + weight * ((k[step] > 0.0) - stick[step])
         return p

@@ -15,6 +15,16 @@ cycle, or one seen for less than two days (every gauge of a fresh GPU fleet), is
 before, and costs a few array passes a sample. Time of day is event time modulo `period_s`: irregular
 scrapes and replays agree.
 
+The residual's |z| is calibrated with its runs (`runs.RunCalibrator`): a held shift inside the cycle's
+range is, in heavy-tailed noise, a run of residuals each of which the tail has seen (corpus seed 1's
+`heavy_tail-1`: its second shift's points at p 1e-2 to 1e-3, never found). The one-hour mean's |z| is
+judged against the same tail, read and not learned: an hour's mean stays high for an hour, so its
+exceedances come in runs by nature. Calibrated together as one score (before), the mean held the
+residual's episodes open: as runs, healthy cyclic series paged on their own slow wander, and a first
+shift's long episode taught `stick` that runs are usual (0.54 on that file), so the second counted
+for nothing. Whether the profile explains the series is read from its spreads and its first and last
+learned times: it costs no state of its own.
+
 A cycle of a day needs no 15-s resolution: the model learns from one sample every `learn_s` (every
 sample of a five-minute series, one in twenty of a 15-s scrape), which is most of the detector's
 cost; every sample of an explained series is judged, against the model as last learned, and its
@@ -54,6 +64,7 @@ from prexid.detectors.base import (
     unpack_blobs,
 )
 from prexid.detectors.calibration import Calibrated
+from prexid.detectors.runs import RunCalibrator
 
 
 class Profiles:
@@ -96,6 +107,7 @@ class SeasonalDeviation(Calibrated):
     name = "seasonal_deviation"
     baseline_of = "level"
     nested = ("calibrator", "profile")
+    calibrator: RunCalibrator
 
     def __init__(
         self,
@@ -137,9 +149,9 @@ class SeasonalDeviation(Calibrated):
                 "first_ts": np.nan,
                 "last_ts": -np.inf,  # the last sample learned
                 "seen_ts": -np.inf,  # the last sample seen
-                "explained": 0.0,  # 1: the profile is old enough and halves the spread
             },
             capacity=64,  # grown on demand: a bank's fixed size stays small (profiles are wide)
+            calibrator=RunCalibrator(),
         )
         self.profile = Profiles(bins)
 
@@ -151,8 +163,19 @@ class SeasonalDeviation(Calibrated):
         """Whether each series' profile is old enough and halves its spread: where it does, this
         detector judges the series against its cycle, and a baseline without the cycle judges the cycle."""
         if len(ids) and int(ids.max()) < self.state.capacity:
-            return np.asarray(self.state["explained"][rows(ids)] > 0.0)
-        return np.asarray(self.state.read("explained", ids) > 0.0)
+            return self._explained(rows(ids))
+        out = np.zeros(len(ids), dtype=bool)
+        known = np.flatnonzero(ids < self.state.capacity)
+        out[known] = self._explained(ids[known])
+        return out
+
+    def _explained(self, at: Index) -> NDArray[np.bool_]:
+        """`explains`, from what the last learned sample left (a series never learned: NaN, False)."""
+        st = self.state
+        old = np.asarray(st["last_ts"][at] - st["first_ts"][at] >= self.min_periods * self.period_s)
+        if not old.any():  # a fleet seen for less than two days: no spread to compare
+            return old
+        return old & (st["mad"][at] <= self.gate * st["plain"][at])
 
     def season(self, ids: Ids, ts: Floats) -> Floats:
         """Each series' profile less its mean at these times of day, as last learned (0 where nothing
@@ -198,10 +221,10 @@ class SeasonalDeviation(Calibrated):
     def _update_round(self, ids: Ids, ts: Floats, x: Floats) -> Floats:
         """Judge the samples of series the profile explains; learn from one sample every `learn_s`."""
         st, at = self.state, rows(ids)
-        seen, last, explained = st["seen_ts"][at], st["last_ts"][at], st["explained"][at]
+        seen, last, explained = st["seen_ts"][at], st["last_ts"][at], self._explained(at)
         ok = np.isfinite(x) & (ts > seen)
         p = np.ones(len(ids), dtype=np.float64)
-        judge = np.flatnonzero(ok & (explained > 0.0))  # none, on a fleet seen for less than two days
+        judge = np.flatnonzero(ok & explained)  # none, on a fleet seen for less than two days
         if len(judge):
             p[judge] = self._judge(subset(at, judge), ts[judge], x[judge])
         learn = ok & (ts - last >= self.learn_s)
@@ -239,8 +262,8 @@ class SeasonalDeviation(Calibrated):
             dsigma = np.maximum(
                 ABS_TO_SIGMA * self.state["dabs"][at], sigma * np.sqrt(a_drift / (2.0 - a_drift))
             )
-            z = np.maximum(np.abs(resid) / sigma, np.abs(new_drift) / dsigma)
-        return self.calibrator.score(at, z)
+            drift = self.calibrator.tail(at, np.abs(new_drift) / dsigma)
+        return np.minimum(self.calibrator.score(at, np.abs(resid) / sigma), drift)
 
     def _learn(self, at: Index, ids: Ids, ts: Floats, x: Floats) -> None:
         st = self.state
@@ -269,14 +292,12 @@ class SeasonalDeviation(Calibrated):
         dsigma = np.maximum(ABS_TO_SIGMA * dabs, sigma * np.sqrt(a_drift / (2.0 - a_drift)))
         new_mad = pick(start, 0.0, mad + a_spread * (np.minimum(np.abs(resid), limit) - mad))
         new_plain = pick(start, 0.0, plain + a_spread * (np.minimum(np.abs(dev), 4.0 * limit) - plain))
-        old_enough = ts - first >= self.min_periods * self.period_s
         st["level"][at] = pick(start, base, base + a_level * step)
         st["mean"][at] = mean + (new_cell - np.nan_to_num(old)) / self.bins
         st["drift"][at] = new_drift
         st["dabs"][at] = dabs + a_spread * (np.minimum(np.abs(new_drift), 2.0 * dsigma) - dabs)
         st["mad"][at] = new_mad
         st["plain"][at] = new_plain
-        st["explained"][at] = old_enough & (new_mad <= self.gate * new_plain)
         st["n"][at] = n + 1.0
         st["first_ts"][at] = first
         st["last_ts"][at] = ts

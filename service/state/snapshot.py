@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 36  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 37  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -74,6 +74,9 @@ VERSION = 36  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # derives its decayed step count from its sample count (`seen` dropped)
 # v36: the alert lifecycle keeps when each firing entity's score fell under resolve (`quiet_from`: an alert
 # is kept firing for `keep_firing_for_s` after)
+# v37: the level detector's `stick` is kept by its calibrator (`runs.RunCalibrator`), beside the run it
+# judges; the seasonal detector's calibrator keeps one too, and whether its profile explains a series is
+# derived (`explained` dropped)
 
 
 class SnapshotError(ValueError):

@@ -9,6 +9,7 @@ from scipy.special import erfc
 from prexid.detectors.calibration import TailCalibrator
 from prexid.detectors.drift import DriftCusum
 from prexid.detectors.robust import RobustDeviation
+from prexid.detectors.runs import RunCalibrator
 
 STEP = 15.0
 SERIES, STEPS, BURN_IN = 400, 4000, 1500
@@ -120,3 +121,18 @@ def test_a_spike_in_the_warm_up_of_a_series_that_has_moved_is_still_clipped() ->
         det.update(ids, np.array([STEP * t]), np.array([60.0 + (t % 2) * 0.4]))
     det.update(ids, np.array([STEP * 10]), np.array([1000.0]))
     assert abs(float(det.baseline(ids)[0]) - 60.2) < 1.0
+
+
+def test_a_run_that_was_evidence_is_not_learned_as_the_tail() -> None:
+    """Eight scores of 3.5 in a row on a Gaussian |z| history: each alone is a tail the series has (p
+    1e-3), their run is evidence, and like a fault's episode it is not folded into the tail: after it,
+    the exceedance rate is the one a series that never exceeded has."""
+    z = np.abs(np.random.default_rng(0).normal(0.0, 1.0, 2000))
+    rates = []
+    for run in (np.full(8, 3.5), np.full(8, 0.5)):
+        cal, ids = RunCalibrator(), np.zeros(1, dtype=np.int64)
+        p = [cal.score(ids, v) for v in np.r_[z, run, 0.5].reshape(-1, 1)]
+        rates.append(float(cal.rate(ids)[0]))
+        if run[0] > 2.0:
+            assert min(p[-9:])[0] < 1e-6 < 1e-4 < min(p[-9:-7])[0]
+    assert rates[0] == rates[1]
