@@ -89,7 +89,9 @@ async def test_prometheus_scrapes_the_fault_and_alertmanager_gets_the_pre_xid_th
 
     async def feed() -> None:
         state.ready = True
-        for tick in simulate(DemoCluster()):
+        # ten minutes past the demo's end: its warning resolves 10 min (`keep_firing_for_s`) after the
+        # evidence of the GPU fallen off the bus has faded, 15 min after the Xid
+        for tick in simulate(DemoCluster(duration_s=3000.0)):
             out = wiring.step(processor, tick, backlogged=())  # live: caught up, an Xid pages at once
             if any(a.kind == "pre_xid" and a.status == "firing" for a in out.alerts):
                 fired.set()
