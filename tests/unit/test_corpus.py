@@ -110,5 +110,37 @@ def test_prexid_corpus_writes_the_report_result_and_plot(tmp_path: Path) -> None
     assert result["files"] == len(KINDS) and set(result["prexid"]) == set(PROFILES)
     assert -100.0 <= result["prexid"]["standard"] <= 100.0
     assert 0.0 < result["windowed_gaussian_best"]["standard"] <= 100.0
+    assert (
+        set(result["prexid_swept"]) == set(PROFILES) and -100.0 <= result["prexid_swept"]["standard"] <= 100.0
+    )
     assert "| standard |" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "by_kind.png").stat().st_size > 1000
+
+
+def test_a_held_shift_scores_its_onset_not_every_point_it_is_held() -> None:
+    """NAB's optimiser sweeps one threshold over every point's score: a shift held for hours at the p
+    floor was one point over any threshold per point held, each a false positive once its window
+    passed. Its onset scores high, the points that only repeat it 0, and the detection is unchanged."""
+    from prexid.service.offline.evaluate.univariate import score_series
+
+    rng = np.random.default_rng(5)
+    x = 50.0 + rng.normal(0.0, 1.0, 1600)
+    x[1000:] += 40.0  # held to the end: 600 points
+    scores, fired = score_series(np.arange(len(x)) * STEP_S, x)
+    assert np.flatnonzero(fired[1000:]).tolist() == [0]
+    assert scores[1000] >= 6.0  # the detection scores its surprise
+    assert np.count_nonzero(scores[1000:] >= 6.0) <= 3  # its onset and escalations, not 600 points
+    assert np.all(scores[fired] >= 6.0) and np.all(scores >= 0.0)
+
+
+def test_sweeping_prexids_score_column_finds_what_its_own_decisions_find() -> None:
+    """The score ranks points as the decisions do: swept at its best threshold in hindsight it scores
+    within a few points of the decisions on a development corpus (the raw surprise did not)."""
+    from prexid.service.offline.corpus.score import best_threshold
+    from prexid.service.offline.evaluate.univariate import score_many
+
+    series = make_corpus(1, 1)
+    scored = score_many([(s.ts, s.values) for s in series])
+    own = corpus_score(series, [f for _, f in scored], STANDARD).normalised
+    swept = best_threshold(series, [sc for sc, _ in scored], STANDARD)[1]
+    assert swept >= own - 5.0

@@ -17,6 +17,12 @@ def by_kind(r: CorpusResult, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.bar(kinds, [r.prexid_by_kind[k] for k in kinds], color="tab:green", label="prexid (own decisions)")
     ax.axhline(
+        r.prexid_swept["standard"],
+        color="tab:green",
+        ls=":",
+        label="prexid's score column, whole corpus, best threshold",
+    )
+    ax.axhline(
         r.windowed_gaussian_best["standard"],
         color="tab:grey",
         ls="--",
