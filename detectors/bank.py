@@ -53,6 +53,7 @@ from prexid.detectors.trend import TrendShift
 from prexid.detectors.variance import VarianceShift
 
 RETURN_GAP_S = 600.0  # silent this long, a series comes back afresh (exporter restarts: under a minute)
+RETURN_GAP_SCRAPES = 2.0  # ... and this many of its own intervals (an hourly series is not silent hourly)
 RETURN_JUMP_SIGMAS = 8.0  # ... when it comes back this far from where it was (a gauge)
 
 
@@ -201,11 +202,12 @@ class DetectorBank:
         return Evidence(ids=ids, ts=ts, values=values, p=p, rising=rising, fail_slow_p=slow, cooling_p=heat)
 
     def _afresh(self, ids: Ids, ts: Floats, values: Floats, kinds: NDArray[np.uint8]) -> None:
-        """Series back after `RETURN_GAP_S` of silence in another regime forget their own past (read
-        before the arrival)."""
+        """Series back after `RETURN_GAP_S` of silence, and `RETURN_GAP_SCRAPES` of their own intervals,
+        in another regime forget their own past (read before the arrival)."""
         last = self.staleness.state.read("last_ts", ids)
         with np.errstate(invalid="ignore"):
-            back = (last > -np.inf) & (ts - last > RETURN_GAP_S)  # never heard of: nothing to forget
+            gap = np.fmax(RETURN_GAP_SCRAPES * self.staleness.state.read("interval", ids), RETURN_GAP_S)
+            back = (last > -np.inf) & (ts - last > gap)  # never heard of: nothing to forget
         if not back.any():
             return
         at = np.flatnonzero(back)

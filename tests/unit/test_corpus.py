@@ -144,3 +144,23 @@ def test_sweeping_prexids_score_column_finds_what_its_own_decisions_find() -> No
     own = corpus_score(series, [f for _, f in scored], STANDARD).normalised
     swept = best_threshold(series, [sc for sc, _ in scored], STANDARD)[1]
     assert swept >= own - 5.0
+
+
+def test_the_corpus_at_another_cadence_keeps_its_files_and_spaces_its_points() -> None:
+    """`--step-s`: the same kinds and windows' share at NAB's hourly cadence; a day is 24 points."""
+    hourly, five = make_corpus(2, 1, step_s=3600.0), make_corpus(2, 1)
+    assert [s.name for s in hourly] == [s.name for s in five]
+    for s in hourly:
+        assert np.all(np.diff(s.ts) >= 3600.0) and np.any(np.diff(s.ts) == 3600.0)
+        assert sum(b - a for a, b in s.windows) == pytest.approx(0.1 * POINTS * 3600.0 if s.windows else 0.0)
+
+
+@pytest.mark.parametrize("bad", ["0", "-300", "nan", "inf", "five"])
+def test_prexid_corpus_refuses_a_cadence_that_is_no_positive_number_of_seconds(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prexid.service.app.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["corpus", "--step-s", bad])
+    assert exit_.value.code == 2 and "--step-s" in capsys.readouterr().err

@@ -188,6 +188,35 @@ def test_a_series_back_from_a_long_outage_where_it_was_keeps_its_past() -> None:
     assert min(p[t] for t in seen if t > 100 and t != 800) > 1e-6
 
 
+@pytest.mark.parametrize("step_s", [900.0, 1800.0, 3600.0])
+def test_a_series_sampled_every_quarter_hour_or_hour_is_judged(step_s: float) -> None:
+    """Each point of a series sampled less often than `RETURN_GAP_S` came after a gap longer than it:
+    back from a silence, still in its warm-up, every point forgot its past, so the series never left
+    its warm-up and a spike of 10 noise sigmas 800 points in scored p = 1 (NAB's hourly and half-hourly
+    files). Silence is measured in the series' own intervals too: its spike is found, its noise before
+    it is not."""
+    bank, ids = DetectorBank(), np.zeros(1, dtype=np.int64)
+    bank.set_kinds(ids, np.full(1, Kind.GAUGE, dtype=np.uint8))
+    x = 100.0 + np.random.default_rng(5).normal(0.0, 1.0, 900)
+    x[800] += 10.0
+    p = [float(bank.update(ids, np.array([t * step_s]), x[t : t + 1]).p[0]) for t in range(900)]
+    assert p[800] < 1e-5
+    assert min(p[100:800]) > 1e-3
+
+
+def test_an_hourly_series_silent_for_hours_in_another_regime_is_judged_afresh() -> None:
+    """The gap that makes a series afresh scales with its interval, it does not go away: an hourly series
+    back after a day at a level its past does not know starts afresh (p = 1 while young again), as a GPU
+    back from a repair drain does at 15-s scrapes."""
+    bank, ids = DetectorBank(), np.zeros(1, dtype=np.int64)
+    bank.set_kinds(ids, np.full(1, Kind.GAUGE, dtype=np.uint8))
+    x = 100.0 + np.random.default_rng(6).normal(0.0, 1.0, 300)
+    x[224:] += 50.0  # back from a day's silence 50 sigmas up
+    seen = [t for t in range(300) if not 200 <= t < 224]
+    p = {t: float(bank.update(ids, np.array([t * 3600.0]), x[t : t + 1]).p[0]) for t in seen}
+    assert p[224] == 1.0 and min(p[t] for t in seen if t > 224) > 1e-6
+
+
 def test_a_cyclic_series_back_at_another_hour_of_its_day_keeps_its_past() -> None:
     """Five-minute points of a daily cycle 30 noise sigmas deep, silent for eight hours: back at the
     other end of the cycle, far off its level baseline but where its profile expects it. It is the same

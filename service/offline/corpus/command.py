@@ -9,20 +9,37 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from prexid.service.offline.corpus.generate import KINDS, make_corpus, write_corpus
+from prexid.service.offline.corpus.generate import KINDS, STEP_S, make_corpus, write_corpus
 from prexid.service.offline.corpus.score import CorpusResult, evaluate
 from prexid.service.offline.evaluate.univariate import score_many
+
+
+def positive_seconds(text: str) -> float:
+    """A cadence: a finite number of seconds, at least one (argparse's error otherwise, not a crash)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 1.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a cadence is at least 1 s and finite, not {text!r}")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/corpus"), help="corpus files and report.md")
     p.add_argument("--seed", type=int, default=1, help="seed 1 is the development corpus; others hold out")
     p.add_argument("--per-kind", type=int, default=3, help=f"files per kind ({len(KINDS)} kinds)")
+    p.add_argument(
+        "--step-s",
+        type=positive_seconds,
+        default=STEP_S,
+        help="seconds between points (NAB's files: 300 most, 1800 and 3600 some); default %(default)s",
+    )
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
     console = Console()
-    series = make_corpus(args.seed, args.per_kind)
+    series = make_corpus(args.seed, args.per_kind, args.step_s)
     write_corpus(series, args.out)
     with console.status(f"scoring {len(series)} files, all in one bank, point by point"):
         result = evaluate(series, score_many)
@@ -54,7 +71,8 @@ def report(r: CorpusResult, args: argparse.Namespace) -> str:
     lines = [
         f"# Generic univariate corpus, seed {args.seed}",
         "",
-        f"`prexid corpus --seed {args.seed} --per-kind {args.per_kind}`: {r.files} files, {r.windows} label "
+        f"`prexid corpus --seed {args.seed} --per-kind {args.per_kind} --step-s {args.step_s:g}`: "
+        f"{r.files} files of a point every {args.step_s:g} s, {r.windows} label "
         f"windows, {r.detections} detections by prexid.",
         "",
         "Swept: a score column at the best threshold in hindsight for the whole corpus (NAB's optimiser).",

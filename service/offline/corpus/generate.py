@@ -1,8 +1,9 @@
 """Generic univariate series with labelled anomalies, one kind of change each, NAB's file layout.
 
 The public benchmark stays a held-out check made elsewhere; this corpus is where the univariate path is
-developed. Each file is 14 days at 5 minutes (4,032 points, NAB's typical size), a level, an optional
-daily cycle and noise (Gaussian or Student-t, optionally quantised), with one or two anomalies of its
+developed. Each file is 4,032 points (NAB's typical size: 14 days at 5 minutes, the default cadence;
+`step_s` sets another, as NAB's hourly and half-hourly files have), a level, an optional daily cycle and
+noise (Gaussian or Student-t, optionally quantised), with one or two anomalies of its
 kind placed after the probationary first 15%. Windows follow NAB: 10% of the file's length in all,
 split among its anomalies, centred on each onset. Kind `none` has no anomaly: every detection there is
 a false one.
@@ -19,12 +20,11 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-STEP_S = 300.0
+STEP_S = 300.0  # the default cadence
 POINTS = 4032
 PROBATION = 0.15
 WINDOW_SHARE = 0.10
 START = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
-DAY = int(86400 / STEP_S)
 
 KINDS = (
     "spike",
@@ -51,7 +51,7 @@ class Series:
     windows: list[tuple[float, float]]
 
 
-def _base(rng: np.random.Generator, heavy: bool) -> tuple[NDArray[np.float64], float]:
+def _base(rng: np.random.Generator, heavy: bool, day: int) -> tuple[NDArray[np.float64], float]:
     """Level + daily cycle + noise; returns the series and its noise scale."""
     level = float(rng.uniform(10.0, 1000.0))
     sigma = level * float(rng.uniform(0.01, 0.08))
@@ -59,7 +59,7 @@ def _base(rng: np.random.Generator, heavy: bool) -> tuple[NDArray[np.float64], f
     cycle = (
         level
         * float(rng.choice([0.0, rng.uniform(0.05, 0.4)]))
-        * np.sin(2 * np.pi * i / DAY + rng.uniform(0, 6.3))
+        * np.sin(2 * np.pi * i / day + rng.uniform(0, 6.3))
     )
     noise = rng.standard_t(3.0, POINTS) * sigma * 0.6 if heavy else rng.normal(0.0, sigma, POINTS)
     return level + cycle + noise, sigma
@@ -73,9 +73,11 @@ def _onsets(rng: np.random.Generator, count: int) -> list[int]:
             return picks
 
 
-def _inject(kind: str, x: NDArray[np.float64], sigma: float, at: int, rng: np.random.Generator) -> None:
-    """Put one anomaly of `kind` into `x` from index `at` (in place)."""
-    span = int(rng.integers(DAY // 4, DAY))  # how long a transient change lasts
+def _inject(
+    kind: str, x: NDArray[np.float64], sigma: float, at: int, rng: np.random.Generator, day: int
+) -> None:
+    """Put one anomaly of `kind` into `x` from index `at` (in place); `day` points make a day."""
+    span = int(rng.integers(day // 4, day))  # how long a transient change lasts
     end = min(at + span, POINTS)
     sign = float(rng.choice([-1.0, 1.0]))
     if kind in ("spike", "gaps"):
@@ -88,35 +90,36 @@ def _inject(kind: str, x: NDArray[np.float64], sigma: float, at: int, rng: np.ra
         x[at:] += sign * sigma * float(rng.uniform(0.02, 0.06)) * np.arange(POINTS - at)
     elif kind == "seasonality":
         amp = max(float(np.std(x[:at])), sigma) * float(rng.uniform(1.5, 3.0))
-        x[at:end] += amp * np.sin(2 * np.pi * np.arange(end - at) / (DAY / 4))
+        x[at:end] += amp * np.sin(2 * np.pi * np.arange(end - at) / (day / 4))
     elif kind == "flatline":
         x[at:end] = x[at - 1]
 
 
-def make_series(kind: str, index: int, rng: np.random.Generator) -> Series:
-    x, sigma = _base(rng, heavy=kind == "heavy_tail")
+def make_series(kind: str, index: int, rng: np.random.Generator, step_s: float = STEP_S) -> Series:
+    day = int(86400 / step_s)
+    x, sigma = _base(rng, kind == "heavy_tail", day)
     if kind == "seasonality":  # a cycle to break
         i = np.arange(POINTS, dtype=np.float64)
-        x += sigma * 4.0 * np.sin(2 * np.pi * i / DAY)
+        x += sigma * 4.0 * np.sin(2 * np.pi * i / day)
     onsets = [] if kind == "none" else _onsets(rng, int(rng.integers(1, 3)))
     for at in onsets:
-        _inject(kind, x, sigma, at, rng)
+        _inject(kind, x, sigma, at, rng, day)
     if kind == "quantised":
         x = np.round(x / (sigma * 1.5)) * (sigma * 1.5)
-    ts = START + STEP_S * np.arange(POINTS, dtype=np.float64)
+    ts = START + step_s * np.arange(POINTS, dtype=np.float64)
     keep = np.ones(POINTS, dtype=bool)
     if kind == "gaps":  # outages of 1-12 h, none over an onset
         for g in rng.integers(int(POINTS * PROBATION), POINTS - 200, 4):
             if all(abs(int(g) - a) > 200 for a in onsets):
                 keep[int(g) : int(g) + int(rng.integers(12, 144))] = False
-    half = WINDOW_SHARE * POINTS * STEP_S / max(len(onsets), 1) / 2
+    half = WINDOW_SHARE * POINTS * step_s / max(len(onsets), 1) / 2
     windows = [(float(ts[a] - half), float(ts[a] + half)) for a in onsets]
     return Series(f"{kind}-{index}", kind, ts[keep], x[keep], windows)
 
 
-def make_corpus(seed: int, per_kind: int) -> list[Series]:
+def make_corpus(seed: int, per_kind: int, step_s: float = STEP_S) -> list[Series]:
     rng = np.random.default_rng(seed)
-    return [make_series(kind, i, rng) for kind in KINDS for i in range(per_kind)]
+    return [make_series(kind, i, rng, step_s) for kind in KINDS for i in range(per_kind)]
 
 
 def iso(t: float) -> str:
