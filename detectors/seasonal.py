@@ -207,14 +207,21 @@ class SeasonalDeviation(Calibrated):
         return self.profile.cells[cell, ids].astype(np.float64)
 
     def _season(self, at: Index, ids: Ids, ts: Floats) -> tuple[Floats, NDArray[np.intp]]:
-        """The profile read at each sample's time of day (NaN cells read as 0), and its nearest cell."""
+        """The profile read at each sample's time of day, and its nearest cell. A cell not learned reads as
+        0 in the series' first period, and as its neighbour after it: a series sampled hourly learns every
+        other half-hour cell, and read as 0 half its cycle was lost between them."""
         pos = np.mod(ts, self.period_s) * (self.bins / self.period_s) - 0.5  # cell centres at k + 0.5
         lo = np.floor(pos)
         frac = pos - lo
         b0 = np.mod(lo, self.bins).astype(np.intp)
         b1 = np.mod(b0 + 1, self.bins)
-        s0 = np.nan_to_num(self._cells(at, ids, b0))
-        s1 = np.nan_to_num(self._cells(at, ids, b1))
+        c0, c1 = self._cells(at, ids, b0), self._cells(at, ids, b1)
+        with np.errstate(invalid="ignore"):
+            seen_period = ts - self.state["first_ts"][at] >= self.period_s  # never learned: NaN, False
+        if seen_period.any():  # a gap left in the profile after a whole period is the cadence's
+            gap0, gap1 = np.isnan(c0) & seen_period, np.isnan(c1) & seen_period
+            c0, c1 = np.where(gap0, c1, c0), np.where(gap1, c0, c1)
+        s0, s1 = np.nan_to_num(c0), np.nan_to_num(c1)
         nearest = np.where(frac < 0.5, b0, b1)
         return (1.0 - frac) * s0 + frac * s1, nearest
 

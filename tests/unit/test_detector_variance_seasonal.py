@@ -136,3 +136,21 @@ def test_a_flatline_of_hours_is_one_detection_not_one_per_cooldown() -> None:
     _, fired = score_series(np.arange(1000) * STEP, x)
     assert fired[600:620].sum() == 1
     assert fired[620:820].sum() == 0
+
+
+def test_an_hourly_daily_cycle_is_read_whole_between_the_cells_it_visits() -> None:
+    """A series sampled hourly learns every other half-hour cell of its profile. The cells between were
+    read as 0, so the profile came out at half the cycle between its points, never explained the series,
+    and a spike of 8 noise sigmas inside a cycle of 20 scored p = 1. After a whole period a cell never
+    learned reads as its neighbour."""
+    hour, day = 3600.0, 24
+    t = np.arange(30 * day)
+    x = 500.0 + 20.0 * np.sin(2 * np.pi * t / day) + np.random.default_rng(3).normal(0.0, 1.0, len(t))
+    x[25 * day + 5] += 8.0
+    det, ids = SeasonalDeviation(), np.zeros(1, dtype=np.int64)
+    p = np.array([det.update(ids, np.array([i * hour]), x[i : i + 1])[0] for i in t])
+    one_am = det.season(ids, np.array([30 * 86400.0 + hour]))[0]
+    assert abs(one_am - 20.0 * np.sin(2 * np.pi / day)) < 1.0  # 5.2; read half (2.6) before
+    assert det.explains(ids).all()
+    assert p[25 * day + 5] < 1e-4
+    assert np.delete(p[5 * day :], 20 * day + 5).min() > 1e-4
