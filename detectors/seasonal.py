@@ -25,6 +25,12 @@ shift's long episode taught `stick` that runs are usual (0.54 on that file), so 
 for nothing. Whether the profile explains the series is read from its spreads and its first and last
 learned times: it costs no state of its own.
 
+A point weighs at most `max_weight_s` (five minutes) of event time in the level, spread and drift
+averages: their half-lives are hours, a handful of points of an hourly series, whose one-hour mean was
+then the point itself and whose spread learned a held shift within hours. Series sampled every five
+minutes or faster are weighed by time exactly as before; a series back from an outage is not weighed
+as hours of evidence by its first point.
+
 A cycle of a day needs no 15-s resolution: the model learns from one sample every `learn_s` (every
 sample of a five-minute series, one in twenty of a 15-s scrape), which is most of the detector's
 cost; every sample of an explained series is judged, against the model as last learned, and its
@@ -118,6 +124,7 @@ class SeasonalDeviation(Calibrated):
         spread_half_life_s: float = 12 * 3600.0,
         drift_half_life_s: float = 3600.0,
         learn_s: float = 270.0,
+        max_weight_s: float = 300.0,
         min_periods: float = 2.0,
         gate: float = 0.5,
         clip_sigmas: float = 3.0,
@@ -132,6 +139,7 @@ class SeasonalDeviation(Calibrated):
         self.spread_half_life_s = spread_half_life_s
         self.drift_half_life_s = drift_half_life_s
         self.learn_s = learn_s
+        self.max_weight_s = max_weight_s
         self.min_periods = min_periods
         self.gate = gate
         self.clip_sigmas = clip_sigmas
@@ -259,7 +267,7 @@ class SeasonalDeviation(Calibrated):
         limit = pick(n >= 2, self.clip_sigmas * sigma, np.inf)  # nothing to clip against at first
         step = np.clip(resid, -limit, limit)
         dt = pick(np.isfinite(last), ts - last, 0.0)
-        a_drift = half_life_weight(dt, self.drift_half_life_s)
+        a_drift = half_life_weight(np.minimum(dt, self.max_weight_s), self.drift_half_life_s)
         new_drift = drift + a_drift * (step - drift)
         return resid, base, sigma, limit, step, dt, a_drift, new_drift, cell.astype(np.float64)
 
@@ -283,8 +291,9 @@ class SeasonalDeviation(Calibrated):
         dev = x - base
         first = pick(start, ts, first)
         count_alpha = 1.0 / (n + 1.0)
-        a_level = np.maximum(half_life_weight(dt, self.level_half_life_s), count_alpha)
-        a_spread = np.maximum(half_life_weight(dt, self.spread_half_life_s), count_alpha)
+        weighed = np.minimum(dt, self.max_weight_s)  # an hourly point is not twelve 5-minute ones
+        a_level = np.maximum(half_life_weight(weighed, self.level_half_life_s), count_alpha)
+        a_spread = np.maximum(half_life_weight(weighed, self.spread_half_life_s), count_alpha)
         # a young profile averages the periods it has seen (a short half-life), an old one forgets slowly
         periods = np.clip((ts - first) / self.period_s, 0.25, self.cell_half_life_periods)
         a_cell = np.asarray(1.0 - np.exp2(-dt / (periods * self.cell_visit_s)))

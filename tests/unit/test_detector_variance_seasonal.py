@@ -149,8 +149,26 @@ def test_an_hourly_daily_cycle_is_read_whole_between_the_cells_it_visits() -> No
     x[25 * day + 5] += 8.0
     det, ids = SeasonalDeviation(), np.zeros(1, dtype=np.int64)
     p = np.array([det.update(ids, np.array([i * hour]), x[i : i + 1])[0] for i in t])
-    one_am = det.season(ids, np.array([30 * 86400.0 + hour]))[0]
-    assert abs(one_am - 20.0 * np.sin(2 * np.pi / day)) < 1.0  # 5.2; read half (2.6) before
+    midnight, one_am = det.season(np.zeros(2, dtype=np.int64), 30 * 86400.0 + np.array([0.0, hour]))
+    assert abs(one_am - midnight - 20.0 * np.sin(2 * np.pi / day)) < 1.0  # 5.2; half of it before
     assert det.explains(ids).all()
     assert p[25 * day + 5] < 1e-4
     assert np.delete(p[5 * day :], 20 * day + 5).min() > 1e-4
+
+
+def test_an_hourly_point_weighs_no_more_than_five_minutes_in_the_seasonal_model() -> None:
+    """Event-time half-lives of hours are a handful of hourly points: the residual's one-hour mean was
+    the point itself, and its spread learned a held shift within hours. A point now weighs at most what
+    a five-minute one does: a shift of 4 noise sigmas inside a daily cycle of 20, held 12 hours, builds
+    evidence (the mean of the last twelve points) on eight draws of the noise, and the other days stay
+    quieter than 1e-3."""
+    hour, day = 3600.0, 24
+    t = np.arange(30 * day)
+    onset = 25 * day + 3
+    for seed in range(8):
+        x = 500.0 + 20.0 * np.sin(2 * np.pi * t / day) + np.random.default_rng(seed).normal(0.0, 1.0, len(t))
+        x[onset : onset + 12] += 4.0
+        det, ids = SeasonalDeviation(), np.zeros(1, dtype=np.int64)
+        p = np.array([det.update(ids, np.array([i * hour]), x[i : i + 1])[0] for i in t])
+        assert p[onset : onset + 12].min() < 1e-4
+        assert np.delete(p, np.arange(onset, onset + 24))[5 * day :].min() > 1e-3
