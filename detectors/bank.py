@@ -205,12 +205,16 @@ class DetectorBank:
         """Series back after `RETURN_GAP_S` of silence, and `RETURN_GAP_SCRAPES` of their own intervals,
         in another regime forget their own past (read before the arrival)."""
         last = self.staleness.state.read("last_ts", ids)
-        with np.errstate(invalid="ignore"):
-            gap = np.fmax(RETURN_GAP_SCRAPES * self.staleness.state.read("interval", ids), RETURN_GAP_S)
-            back = (last > -np.inf) & (ts - last > gap)  # never heard of: nothing to forget
-        if not back.any():
+        silent = ts - last  # never heard of (-inf): nothing to forget
+        back = (last > -np.inf) & (silent > RETURN_GAP_S)
+        if not back.any():  # the usual scrape: the intervals are read only for the few silent this long
             return
         at = np.flatnonzero(back)
+        interval = self.staleness.state.read("interval", ids[at])
+        with np.errstate(invalid="ignore"):  # an interval not learned yet (NaN): RETURN_GAP_S alone
+            at = at[~(silent[at] <= RETURN_GAP_SCRAPES * interval)]
+        if not len(at):
+            return
         gauge = kinds[at] == Kind.GAUGE
         back_ids, back_ts, back_x = ids[at], ts[at], values[at]
         cyclic = self.seasonal.deviation(back_ids, back_ts, back_x)  # back at another hour of its day
