@@ -17,8 +17,10 @@ at the batch's middle taken out first: a daily cycle of one noise sigma has slop
 trend.
 
 A step is not a slope: a mean more than `jump_sigmas` off the smoother's forecast (a job restart, a
-spike) is taken out of the smoother's history (both EWMAs move by the jump), so only a gradual change
-builds up. The detector answers only after `warmup` means (two days of 5-minute means, the slope
+spike) is held back and read as the forecast. If the next mean is off the same way, it is a step, taken
+out of the smoother's history (both EWMAs move by the two means' distance), so only a gradual change
+builds up; if not, it was a spike, and is forgotten. (Shifting by every jump left a spike's return mean
+in the smoother with weight 1, and the ordinary means after it read as a slope.) The detector answers only after `warmup` means (two days of 5-minute means, the slope
 spread learned in the second, when the profile has seen a day): every gauge of a GPU fleet in its
 first two days is judged exactly as without it.
 
@@ -116,6 +118,7 @@ class TrendShift(ArrayDetector):
             {
                 "s1": np.nan,  # Brown's two EWMAs of the means
                 "s2": np.nan,
+                "held": np.nan,  # the last mean's distance off its forecast, if it jumped (else NaN)
                 "absdiff": 0.0,  # EWMA of |Δ| between consecutive means: the noise
                 "spread2": 1.0,  # EWMA of the squared slope z: the slopes the series has had
                 "run": 0.0,  # means in a row whose slope was beyond the usual
@@ -168,12 +171,16 @@ class TrendShift(ArrayDetector):
         st, a = self.state, self.alpha
         s1, s2 = st["s1"][at], st["s2"][at]
         forecast = 2.0 * s1 - s2 + a / (1.0 - a) * (s1 - s2)
-        jump = ~first & (np.abs(x - forecast) > self.jump_sigmas * sigma)
-        shift = pick(jump, x - forecast, 0.0)  # a step leaves the smoother's history as it was
+        off, held = x - forecast, st["held"][at]
+        jump = ~first & (np.abs(off) > self.jump_sigmas * sigma)
+        step = jump & (off * held > 0.0)  # the second mean in a row off the same way: a step
+        spike = jump & ~step  # a first one is held back: read as its forecast until the next confirms it
+        shift = pick(step, 0.5 * (off + held), 0.0)  # a step leaves the smoother's history as it was
         s1, s2 = pick(first, x, s1 + shift), pick(first, x, s2 + shift)
+        x = pick(spike, forecast, x)
         s1 = s1 + a * (x - s1)
         s2 = s2 + a * (s1 - s2)
-        st["s1"][at], st["s2"][at] = s1, s2
+        st["s1"][at], st["s2"][at], st["held"][at] = s1, s2, pick(spike, off, np.nan)
         return np.asarray(a / (1.0 - a) * (s1 - s2) / (sigma * self.spread))
 
     def _learn_spread(

@@ -28,7 +28,7 @@ from prexid.detectors.base import (
 from prexid.service.pipeline.processor import Processor
 
 MAGIC = b"PREXIDSNAP"
-VERSION = 37  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
+VERSION = 38  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3: series keys as bytes;
 # v4: fail-slow family (fusion arrays one column wider), peers' last residual, fusion series counts
 # v5: fusion remembers recent load evidence, which cells it explained, which tops are error counters;
 # error counters keep burst counts and a recent window; v6: arrays as .npy pieces, not npz (written
@@ -77,6 +77,7 @@ VERSION = 37  # v2: peer groups, cluster lifecycle, rate limiter, Xid bursts; v3
 # v37: the level detector's `stick` is kept by its calibrator (`runs.RunCalibrator`), beside the run it
 # judges; the seasonal detector's calibrator keeps one too, and whether its profile explains a series is
 # derived (`explained` dropped)
+# v38: the trend detector holds a mean that jumped off its forecast (`held`) until the next confirms a step
 
 
 class SnapshotError(ValueError):

@@ -94,10 +94,11 @@ def test_silent_series_are_swept_but_ignored_kinds_never_are() -> None:
     assert ids.tolist() == list(range(8)) and p.max() < 1e-3
 
 
-def test_state_per_gauge_series_stays_within_one_kib() -> None:
+def test_state_per_gauge_series_stays_within_its_budget() -> None:
+    """1,032 bytes: 1 KiB until the trend detector's held jump (8 bytes) took a spike's false slope away."""
     bank = gauge_bank()
     run(bank, temps(50))
-    assert bank.bytes_per_series(Kind.GAUGE) <= 1024
+    assert bank.bytes_per_series(Kind.GAUGE) <= 1032
     assert sum(map(len, bank.snapshot())) < 1024 * 1024 + 1024 * N  # what a restart reads back
 
 

@@ -112,3 +112,13 @@ def test_a_slope_held_for_hours_becomes_the_series_new_normal() -> None:
     p = run(TrendShift(), series(0.05, seed=9, days=6))
     assert p[ONSET : ONSET + 100].min() < 1e-7
     assert p[ONSET + DAY :].min() > 1e-4
+
+
+@pytest.mark.parametrize(("seed", "height"), [(10, 10.0), (11, -10.0), (12, 20.0), (13, -40.0)])
+def test_a_spike_leaves_no_slope_behind(seed: int, height: float) -> None:
+    """A single mean far off its forecast is a jump; the next one back is another. Shifting the smoother
+    by both left it at the return mean, its noise kept with weight 1, and the ordinary means after it
+    read as a slope (z 5 within 30 means). A jump is now held back until the next mean confirms it."""
+    x = series(0.0, seed=seed)
+    x[ONSET] += height
+    assert run(TrendShift(), x)[ONSET:].min() > 1e-4
