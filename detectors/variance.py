@@ -45,6 +45,7 @@ class VarianceShift(Calibrated):
         ref_memory: float = 3.0,
         clip_sigmas: float = 6.0,
         abs_floor: float = 1e-12,
+        max_weight_s: float = 300.0,
     ) -> None:
         self.short_half_life_s = short_half_life_s
         self.long_half_life_s = long_half_life_s
@@ -52,6 +53,7 @@ class VarianceShift(Calibrated):
         self.ref_memory = ref_memory
         self.clip2 = clip_sigmas**2
         self.abs_floor = abs_floor
+        self.max_weight_s = max_weight_s
         super().__init__(
             {"prev": np.nan, "short": 0.0, "long": 0.0, "n": 0.0, "last_ts": -np.inf}, capacity=64
         )
@@ -71,7 +73,7 @@ class VarianceShift(Calibrated):
             if warm is None
             else pick(warm, np.minimum(d2, self.clip2 * ref), d2)
         )
-        dt = pick(np.isfinite(last), ts - last, 0.0)
+        dt = pick(np.isfinite(last), np.minimum(ts - last, self.max_weight_s), 0.0)  # at most 5 min a point
         # n - 1 differences seen before this one; numbers, not arrays, once every series is past its first
         # hours (a scrape's one dt): then so are h and its root below
         a_short = ewma_weight(dt, self.short_half_life_s, n, least=least)
