@@ -46,6 +46,18 @@ def test_a_variance_step_without_a_level_change_is_found_within_the_hour() -> No
     assert np.delete(p[60:], 1, axis=1).min() > 1e-4
 
 
+def test_an_hourly_variance_step_is_found_within_a_day() -> None:
+    """At an hour a point, the 1-hour short mean was one point and the 12-hour reference twelve, so four
+    times the spread stayed above p 1e-4 for a day on 3 of 8 series. A point now weighs at most five
+    minutes."""
+    x = np.random.default_rng(6).normal(50.0, 2.0, (600, 8))
+    at = 400
+    x[at:] = 50.0 + np.random.default_rng(7).normal(0.0, 8.0, (200, 8))  # four times the spread, same mean
+    p = run(VarianceShift(), x, step=3600.0)
+    assert (p[at : at + 24].min(axis=0) < 1e-4).all()
+    assert p[60:at].min() > 2e-5  # 2,720 ordinary points
+
+
 def test_less_spread_is_not_evidence_of_a_variance_shift() -> None:
     x = np.random.default_rng(5).normal(50.0, 2.0, (3 * DAY, 4))
     x[2 * DAY :, 1] = 50.0 + np.random.default_rng(6).normal(0.0, 0.5, DAY)
