@@ -20,9 +20,10 @@ A step is not a slope: a mean more than `jump_sigmas` off the smoother's forecas
 spike) is held back and read as the forecast. If the next mean is off the same way, it is a step, taken
 out of the smoother's history (both EWMAs move by the two means' distance), so only a gradual change
 builds up; if not, it was a spike, and is forgotten. (Shifting by every jump left a spike's return mean
-in the smoother with weight 1, and the ordinary means after it read as a slope.) The detector answers only after `warmup` means (two days of 5-minute means, the slope
-spread learned in the second, when the profile has seen a day): every gauge of a GPU fleet in its
-first two days is judged exactly as without it.
+in the smoother with weight 1, and the ordinary means after it read as a slope.) The detector
+answers only after `warmup` means (two days of 5-minute means, the slope spread learned in the second,
+when the profile has seen a day): every gauge of a GPU fleet in its first two days is judged exactly as
+without it.
 
 >>> import numpy as np
 >>> det, rng, ids = TrendShift(), np.random.default_rng(0), np.zeros(1, dtype=np.int64)
