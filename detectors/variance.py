@@ -10,7 +10,9 @@ Wilson-Hilferty cube root (one-sided: only more spread is evidence; less is the 
 business), calibrated against the series' own
 history as the other gauge detectors are (`TailCalibrator`). Squared differences are clipped at
 `clip_sigmas` of the long-run spread before either EWMA learns them, so one spike can neither swamp
-the short mean nor inflate the reference.
+the short mean nor inflate the reference. A point weighs at most `max_weight_s` (five minutes) of event
+time: at an hour a point, the half-lives would be one point and twelve, and a variance change would
+hardly show.
 
 >>> import numpy as np
 >>> det, rng, ids = VarianceShift(), np.random.default_rng(0), np.zeros(1, dtype=np.int64)
