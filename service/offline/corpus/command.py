@@ -9,19 +9,22 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from prexid.service.offline.corpus.generate import KINDS, STEP_S, make_corpus, write_corpus
+from prexid.service.offline.corpus.generate import KINDS, MAX_STEP_S, STEP_S, make_corpus, write_corpus
 from prexid.service.offline.corpus.score import CorpusResult, evaluate
 from prexid.service.offline.evaluate.univariate import score_many
 
 
-def positive_seconds(text: str) -> float:
-    """A cadence: a finite number of seconds, at least one (argparse's error otherwise, not a crash)."""
+def cadence(text: str) -> float:
+    """A corpus cadence: 1 s to `MAX_STEP_S` (argparse's error otherwise, not a crash: a slower one made
+    a day of no points, and the generator divided by it)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 1.0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"a cadence is at least 1 s and finite, not {text!r}")
+    if not 1.0 <= value <= MAX_STEP_S:
+        raise argparse.ArgumentTypeError(
+            f"a cadence is 1 to {MAX_STEP_S:g} s (four points a day), not {text!r}"
+        )
     return value
 
 
@@ -31,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-kind", type=int, default=3, help=f"files per kind ({len(KINDS)} kinds)")
     p.add_argument(
         "--step-s",
-        type=positive_seconds,
+        type=cadence,
         default=STEP_S,
         help="seconds between points (NAB's files: 300 most, 1800 and 3600 some); default %(default)s",
     )

@@ -21,6 +21,7 @@ import orjson
 from numpy.typing import NDArray
 
 STEP_S = 300.0  # the default cadence
+MAX_STEP_S = 86400.0 / 4  # a day of at least four points: its cycle, and a transient's span of a quarter
 POINTS = 4032
 PROBATION = 0.15
 WINDOW_SHARE = 0.10
