@@ -136,3 +136,27 @@ def test_a_run_that_was_evidence_is_not_learned_as_the_tail() -> None:
         if run[0] > 2.0:
             assert min(p[-9:])[0] < 1e-6 < 1e-4 < min(p[-9:-7])[0]
     assert rates[0] == rates[1]
+
+
+def test_one_spike_does_not_make_a_gaussian_tail_heavy() -> None:
+    """A lone 10-sigma score on a Gaussian |z| history is learned, as no larger than the tail's own
+    `learn_gate` point: a second one later is still p < 1e-7, eight draws. Learned at its size, it set
+    the moments' shape to about 0.36, and the second was p 4e-5 on six of them (the hourly corpus'
+    `spike` files)."""
+    for seed in range(8):
+        z = np.abs(np.random.default_rng(seed).normal(0.0, 1.0, 3000))
+        z[1000] = z[2900] = 10.0
+        cal, ids = TailCalibrator(), np.zeros(1, dtype=np.int64)
+        p = [float(cal.score(ids, v)[0]) for v in z.reshape(-1, 1)]
+        assert p[1000] < 1e-8 and p[2900] < 1e-7, seed
+
+
+def test_a_heavy_tail_still_learns_from_its_spikes_that_were_evidence() -> None:
+    """Student-t (2.5 dof) scores whose outliers start out rarer than `learn_gate` under the Gaussian
+    prior: they recur, each pushes the tail's gate point outward, and after a few thousand samples a
+    score of 8 is no rarer than 1e-4 (as `test_a_series_learns_its_own_heavier_tail` has it)."""
+    cal, ids = TailCalibrator(), np.zeros(1, dtype=np.int64)
+    rng = np.random.default_rng(3)
+    for _ in range(5000):
+        cal.score(ids, np.abs(rng.standard_t(2.5, size=1)))
+    assert cal.tail(ids, np.array([8.0]))[0] > 1e-4
