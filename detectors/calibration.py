@@ -137,7 +137,9 @@ class TailCalibrator(ArrayState):
         xi, sigma = self._gpd(ids)
         log_ratio = np.log(np.maximum(self.rate(ids) / self.learn_gate, 1.0))
         safe_xi = np.maximum(xi, 1e-6)
-        return np.asarray(np.where(xi > 1e-6, sigma * np.expm1(safe_xi * log_ratio) / safe_xi, sigma * log_ratio))
+        return np.asarray(
+            np.where(xi > 1e-6, sigma * np.expm1(safe_xi * log_ratio) / safe_xi, sigma * log_ratio)
+        )
 
     def tail(self, ids: Index, scores: Floats) -> Floats:
         """P(score >= s) for each series under its fitted tail; 1 where the score is not finite."""
