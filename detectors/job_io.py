@@ -7,7 +7,11 @@ did. A storm starts the same way (a checkpoint that cannot finish) but outlasts 
 cluster-wide storage rise that began with a workload shift is timed, and a new one counts as a cluster
 fault only once it has outlasted `OUTLAST` times the median of the last `KEEP`. Each counts as at most
 twice the allowance of its day: a rare storm among them leaves the median where it was, and a job whose
-checkpoints grow is learned within a few of them. Before any is timed the allowance is `PRIOR_S`.
+checkpoints grow is learned within a few of them. Before any is timed the allowance is `PRIOR_S`. A
+rise shorter than `MIN_BURST_S` (a scrape or two of votes as the job changes phase) is no burst of its
+I/O and is not timed: timed at 0 s, one made the allowance 0, and capped at twice that every later burst
+was timed 0 too, so no checkpoint was explained again (a false `cluster` alert at a checkpoint's end on
+tuning cell wide-s1497, four days in).
 Stall evidence (the family's own error counters: NFS major timeouts) is not judged here: it pages
 however the rise began (`cluster.py`).
 """
@@ -19,6 +23,7 @@ from numpy.typing import NDArray
 
 WITH_SHIFT_S = 120.0  # a rise and a workload shift this close together are one phase change of the job
 END_GAP_S = 60.0  # a rise that pauses this long (a few scrapes) is over
+MIN_BURST_S = 60.0  # a rise timed shorter than this is a blip, not the job's I/O: not timed
 PRIOR_S = 600.0  # the allowance before any of the job's bursts was timed: a long checkpoint's length
 OUTLAST = 1.5  # a rise counts as a fault once it outlasts the job's usual burst by this factor
 KEEP = 8  # bursts the median is taken over
@@ -49,7 +54,8 @@ class JobIO:
             if tick - self.start <= WITH_SHIFT_S:
                 self.with_job |= abs(workload_shift_at - self.start) <= WITH_SHIFT_S
         elif not np.isnan(self.start) and tick - self.last_seen >= END_GAP_S:
-            if self.with_job:  # a storm among them counts as at most twice the allowance: the median holds
+            # a storm among them counts as at most twice the allowance: the median holds
+            if self.with_job and self.last_seen - self.start >= MIN_BURST_S:
                 self.lengths[self.next_slot] = min(self.last_seen - self.start, 2.0 * self.allowance())
                 self.next_slot = (self.next_slot + 1) % KEEP
             self.start = self.last_seen = np.nan

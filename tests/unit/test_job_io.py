@@ -96,3 +96,15 @@ def test_the_timing_survives_a_snapshot() -> None:
     fresh = JobIO()
     fresh.restore_arrays(JobIO().snapshot_arrays())
     assert np.isnan(fresh.start) and fresh.allowance() == PRIOR_S
+
+
+def test_a_blip_as_the_job_changes_phase_does_not_zero_the_allowance() -> None:
+    """A scrape of storage votes with the job's phase change, then 3-minute checkpoints: the allowance
+    is theirs. Timed at 0 s, the blip made the allowance 0, every later checkpoint was capped at twice
+    that, and none was explained again (wide-s1497 paged `cluster` at a checkpoint's end)."""
+    io = JobIO()
+    burst(io, 0.0, STEP, shift_at=0.0)
+    for k in range(1, 4):
+        burst(io, 3600.0 * k, 180.0, shift_at=3600.0 * k)
+    assert io.allowance() == OUTLAST * timed(180.0)
+    assert all(burst(io, 20_000.0, 180.0, shift_at=20_000.0))
