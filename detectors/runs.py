@@ -16,7 +16,8 @@ taught by its own steps, a held shift of five sigmas in Student-t noise taught s
 within three or four points and stopped counting before the run was rare enough (the corpus'
 `heavy_tail` files). A young stick, still learned at a running mean's pace, is taught by every step:
 frozen at its prior, a residual that wanders (AR(1) 0.9) had its first natural runs compound to p 1e-11.
-Like a fault's episode, a run that was evidence is not folded into the tail when it ends.
+Like a fault's episode, a run that was evidence is not folded into the tail when it ends (one no rarer
+than the calibrator's `count_floor` counts as one exceedance: `calibration`).
 
 The level detector judges its robust |z| so (`RobustDeviation(runs=True)`, the bank's), and so does the
 seasonal detector its residual's |z| (the level's on a series with a daily cycle): one implementation.
@@ -58,7 +59,8 @@ class RunCalibrator(TailCalibrator):
 
     def score(self, ids: Index, scores: Floats) -> Floats:
         """Judge the scores, point and run (see the module doc), then learn them: a run that was
-        evidence is, like any fault's episode, never learned as the series' tail."""
+        evidence is, like any fault's episode, not learned as the series' tail (beyond one exceedance,
+        if no rarer than `count_floor`)."""
         finite, above = self._screen(scores)
         p = self._tail(ids, scores, finite, above)
         ran = np.flatnonzero(self.run_length(ids) > 0.0)  # series whose sample before this one exceeded
