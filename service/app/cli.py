@@ -111,6 +111,7 @@ BENCH_TARGETS = {
     "decode": "prexid.service.offline.bench.decode:cmd_bench_decode",
     "detectors": "prexid.service.offline.bench.detectors:cmd_bench_detectors",
     "e2e": "prexid.service.offline.bench.e2e:cmd_bench_e2e",
+    "kernel-lines": "prexid.service.offline.bench.kernel_lines:cmd_bench_kernel_lines",
     "probes": "prexid.service.offline.bench.probes:cmd_bench_probes",
     "scrape": "prexid.service.offline.bench.scrape:cmd_bench_scrape",
 }
