@@ -465,7 +465,11 @@ class Fusion:
         job = np.maximum(np.minimum(job, cfg.workload_cap), votes[:, Family.FAIL_SLOW])
         sensor = own[:, list(SAME_SENSOR_FAMILIES)].max(axis=1)  # one sensor's two readings: one vote
         rest = ~family_mask(WORKLOAD_FAMILIES | {Family.FAIL_SLOW, *SAME_SENSOR_FAMILIES})
-        fused: Floats = own[:, rest].sum(axis=1) + sensor + job
+        # a GPU throttling for heat (its throttle-time counter voting) runs slower: its clocks' drop and
+        # its lag behind its peers are the throttling's own effect, one vote with its heat (wide-s1574's
+        # inference load, s1570's cooling excursion: throttling plus its clock drop paged as two families)
+        throttled = self.error_held[:, Family.THERMAL] >= cfg.vote_min
+        fused: Floats = own[:, rest].sum(axis=1) + np.where(throttled, np.maximum(sensor, job), sensor + job)
         # a sustained family's vote alone is a score its entity reaches, even where the load took it
         # into the job's capped vote (cooling, `LOAD_COUPLED_EITHER_WAY`)
         return np.maximum(fused, self.alone)

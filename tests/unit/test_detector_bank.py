@@ -258,3 +258,41 @@ def test_a_series_back_from_a_long_silence_is_judged_afresh_a_short_gap_keeps_it
         assert first_hour > 1e-4
     else:
         assert min(p3) < 1e-8
+
+
+def _throttle_evidence(hot: list[tuple[int, int]]) -> float:
+    """Four hours of 4 nodes x 8 GPUs' thermal-violation counters (microseconds throttled), the `hot`
+    GPUs throttling now and then; then node-1 GPU 2, never seen to throttle, throttles for three
+    scrapes. Its thermal family's strongest evidence in the following minutes."""
+    pipe, rng, total = Pipeline(), np.random.default_rng(3), np.zeros((4, 8))
+    peak = 0.0
+    for t in range(960):
+        for n, g in hot:
+            total[n, g] += rng.uniform(2e6, 1.5e7) if rng.random() < 1 / 80 else 0.0
+        if t in (900, 901, 902):
+            total[1, 2] += 6e6
+        pipe.ingest_samples(
+            [
+                RawSample(
+                    "DCGM_FI_DEV_THERMAL_VIOLATION",
+                    {"Hostname": f"node-{n}", "gpu": str(g), "UUID": f"GPU-{n}-{g}"},
+                    t * STEP,
+                    total[n, g],
+                )
+                for n in range(4)
+                for g in range(8)
+            ]
+        )
+        if t >= 900:
+            peak = max(peak, float(pipe.fusion.at_tick[pipe.registry.entity_id("node-1", 2), Family.THERMAL]))
+    return peak
+
+
+def test_a_gpus_first_throttling_is_judged_against_its_fleets_throttling() -> None:
+    """A throttle-time counter sits still on a cool GPU and moves in episodes, as error counters do.
+    Judged by its rate against its own flat past, a GPU's first throttling in a fleet where a few GPUs
+    throttle now and then was p 1e-12, and with its clock drop (the throttling's own effect) paged as
+    thermal plus utilisation (wide-s1570, s1575). Against its fleet it is a vote; in a fleet that
+    never throttles it is still strong evidence."""
+    assert _throttle_evidence(hot=[(0, 1), (1, 5), (2, 2), (3, 7)]) < 6.0
+    assert _throttle_evidence(hot=[]) >= 10.0

@@ -550,3 +550,14 @@ def test_cooling_moving_with_the_load_is_the_loads_vote_until_sustained_alone() 
             f.ingest(*directed([Family.COOLING], [1e-11], [True]))
             scores.append(f.evaluate(15.0 * tick)[0])
         assert max(scores[:2]) < FIRE <= scores[-1]
+
+
+def test_a_throttling_gpus_clock_drop_is_one_vote_with_its_throttling() -> None:
+    """Throttling for heat slows a GPU: its throttle-time counter (an error counter) rising and its clocks
+    falling are one fact, one vote (wide-s1570, s1574, s1575 paged them as thermal plus utilisation).
+    A GPU running hot by its temperature gauges while its clocks fall, with no throttling booked, is
+    still two families."""
+    cfg = FusionConfig()
+    families, p, rising = [Family.THERMAL, Family.UTILIZATION], [1e-12, 1e-12], [True, False]
+    assert fused_once(families, p, rising, errors=[True, False]) == cfg.family_cap
+    assert fused_once(families, p, rising, errors=[False, False]) == cfg.family_cap + cfg.workload_cap
