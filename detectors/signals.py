@@ -158,6 +158,8 @@ CATALOG: dict[str, SignalSpec] = {
     **_specs(
         F.THERMAL, K.GAUGE, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "node_hwmon_temp_celsius"
     ),
+    # time throttled sits still on a cool GPU and moves in episodes: judged against the fleet's throttling,
+    # not its own flat past, where a first throttle was p 1e-12 however often the fleet's GPUs throttle
     **_specs(F.THERMAL, K.ERROR_COUNTER, "DCGM_FI_DEV_THERMAL_VIOLATION"),
     **_specs(F.POWER, K.GAUGE, "DCGM_FI_DEV_POWER_USAGE"),
     **_specs(F.POWER, K.ERROR_COUNTER, "DCGM_FI_DEV_POWER_VIOLATION"),
