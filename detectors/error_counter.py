@@ -147,7 +147,6 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
                 "errors": 0.0,  # ... and errors
                 "cur_bursts": 0.0,  # the current episode, if any
                 "cur_errors": 0.0,
-                "cur_first": 0.0,  # the errors of its first burst (one event, `_update_round`)
                 "cur_start": np.nan,
                 "cur_last": np.nan,
                 "cur_p": 1.0,  # the current episode's least p so far
@@ -286,7 +285,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         last, last_ts = st["last"][ids], st["last_ts"][ids]
         exposure, episodes = st["exposure"][ids], st["episodes"][ids]
         bursts, errors = st["bursts"][ids], st["errors"][ids]
-        cur_b, cur_e, cur_first = st["cur_bursts"][ids], st["cur_errors"][ids], st["cur_first"][ids]
+        cur_b, cur_e = st["cur_bursts"][ids], st["cur_errors"][ids]
         cur_start, cur_last = st["cur_start"][ids], st["cur_last"][ids]
         cur_p = st["cur_p"][ids]
         recent, run_p = st["recent"][ids], st["run_p"][ids]
@@ -333,7 +332,6 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
         cur_last = np.where(close, np.nan, cur_last)
 
         starts = burst & ~np.isfinite(cur_start)
-        cur_first = np.where(starts, delta, cur_first)
         cur_start = np.where(starts, ts, cur_start)
         run_start = np.where(starts & ~np.isfinite(run_start), ts, run_start)
         recent = recent + starts
@@ -370,8 +368,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
             p_size = np.where(
                 cur_b[new] > 1,
                 np.minimum(
-                    geometric_tail(cur_b[new], mean_bursts),
-                    geometric_tail(np.ceil(cur_e[new] - cur_first[new]) + 1.0, mean_errors),
+                    geometric_tail(cur_b[new], mean_bursts), geometric_tail(np.ceil(cur_e[new]), mean_errors)
                 ),
                 1.0,
             )
@@ -382,7 +379,7 @@ class ErrorCounterSurprise(ByRounds, ArrayDetector):
 
         st["exposure"][ids], st["episodes"][ids] = exposure, episodes
         st["bursts"][ids], st["errors"][ids] = bursts, errors
-        st["cur_bursts"][ids], st["cur_errors"][ids], st["cur_first"][ids] = cur_b, cur_e, cur_first
+        st["cur_bursts"][ids], st["cur_errors"][ids] = cur_b, cur_e
         st["cur_start"][ids], st["cur_last"][ids] = cur_start, cur_last
         st["cur_p"][ids] = cur_p
         st["recent"][ids], st["run_p"][ids] = recent, run_p
