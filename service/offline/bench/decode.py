@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from rich.table import Table
 
 from prexid.service.decode import formats, prom_text
 from prexid.service.decode.types import Samples
+from prexid.service.offline.bench.timing import best_times
 
 REF_TS = 1_796_205_600.0
 _METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_UTIL")
@@ -112,17 +112,9 @@ def _otlp(series: list[tuple[str, dict[str, str], float]]) -> bytes:
 def best_rates(
     ours: Callable[[], object], base: Callable[[], object], samples: int, seconds: float
 ) -> tuple[float, float]:
-    """Best samples/s of each, runs alternated within `seconds`: load from other processes hits both
-    alike, and best-of keeps the least disturbed run."""
-    best = [float("inf"), float("inf")]
-    deadline = time.perf_counter() + seconds
-    while True:
-        for i, run in enumerate((ours, base)):
-            start = time.perf_counter()
-            run()
-            best[i] = min(best[i], time.perf_counter() - start)
-        if time.perf_counter() > deadline:
-            return samples / best[0], samples / best[1]
+    """Best samples/s of each, runs alternated within `seconds` (`timing.best_times`, wall time)."""
+    ours_s, base_s = best_times((ours, base), seconds)
+    return samples / ours_s, samples / base_s
 
 
 def _cold_prom_text(payload: bytes, ref_ts: float) -> Samples:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -35,6 +35,7 @@ from rich.table import Table
 from prexid.service.decode import formats
 from prexid.service.decode.kernel_events import MAX_LINE_CHARS, extract_events
 from prexid.service.decode.types import KernelLine
+from prexid.service.offline.bench.timing import best_times
 from prexid.service.schemas import KernelEvent, XidEvent
 
 REF_TS = 1_796_205_600.0  # 2026-12-02T10:00:00Z
@@ -60,6 +61,7 @@ LINE_CHARS = 256 * 1024
 HUGE_LINE_CHARS = 2_000_000
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."
 
+CPU = time.process_time  # this process's CPU time: other processes' load does not count
 TARGET_PER_BYTE_RATIO = 20.0
 TARGET_GROWTH = 8.0
 TARGET_PAST_SEARCHED = 2.0
@@ -96,21 +98,6 @@ def check_whole_kernel_line(fmt: str, payload: bytes, chars: int) -> None:
     if len(lines) != 1 or not lines[0].kernel or len(lines[0].message) < chars:
         shape = [(line.kernel, len(line.message)) for line in lines]
         raise RuntimeError(f"{fmt}: expected one kernel line of {chars} chars, got (kernel, chars) {shape}")
-
-
-def best_times(calls: Sequence[Callable[[], object]], seconds: float, min_rounds: int = 3) -> list[float]:
-    """Best CPU seconds of each call, the calls alternated until `seconds` of wall time have passed
-    (and at least `min_rounds` rounds)."""
-    best = [float("inf")] * len(calls)
-    deadline = time.perf_counter() + seconds
-    rounds = 0
-    while rounds < min_rounds or time.perf_counter() < deadline:
-        for i, call in enumerate(calls):
-            start = time.process_time()
-            call()
-            best[i] = min(best[i], time.process_time() - start)
-        rounds += 1
-    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +142,8 @@ def measure_per_byte(fmt: str, seconds: float, chars: int = LINE_CHARS) -> PerBy
     adversarial = [envelope(fmt, repeated(unit, chars)) for unit in ADVERSARIAL_UNITS]
     for payload in (benign, *adversarial):
         check_whole_kernel_line(fmt, payload, chars)
-    times = best_times([partial(decode_and_extract, fmt, p) for p in (benign, *adversarial)], seconds)
+    calls = [partial(decode_and_extract, fmt, p) for p in (benign, *adversarial)]
+    times = best_times(calls, seconds, clock=CPU, min_rounds=3)
     worst = max(range(len(ADVERSARIAL_UNITS)), key=lambda i: times[i + 1])
     return PerByte(fmt, chars, times[0], ADVERSARIAL_UNITS[worst], times[worst + 1])
 
@@ -170,7 +158,7 @@ def measure_growth(seconds: float, long_chars: int = MAX_LINE_CHARS // 2, lines:
         for unit in ADVERSARIAL_UNITS
         for chars in (short_chars, long_chars)
     ]
-    times = best_times([partial(extract_events, b) for b in batches], seconds)
+    times = best_times([partial(extract_events, b) for b in batches], seconds, clock=CPU, min_rounds=3)
     return [
         Growth(unit, short_chars, times[2 * i], times[2 * i + 1]) for i, unit in enumerate(ADVERSARIAL_UNITS)
     ]
@@ -185,7 +173,9 @@ def measure_past_searched(seconds: float, huge_chars: int = HUGE_LINE_CHARS) -> 
         codes = [e.code if isinstance(e, XidEvent) else e.kind for e in extract_events(batch)]
         if codes != [79]:
             raise RuntimeError(f"expected only the first Xid (79) to be read, got {codes}")
-    huge_s, searched_s = best_times([lambda: extract_events(huge), lambda: extract_events(searched)], seconds)
+    huge_s, searched_s = best_times(
+        [lambda: extract_events(huge), lambda: extract_events(searched)], seconds, clock=CPU, min_rounds=3
+    )
     return PastSearched(huge_chars, huge_s, searched_s)
 
 
